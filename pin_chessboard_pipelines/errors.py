@@ -1,0 +1,43 @@
+"""Errors that end a command with one line and an exit code (operations.md, "Exit codes")."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_REFUSED = 2
+
+
+class ChessboardError(Exception):
+    """An error an operator reads: `CODE: message` on one line, then exit `exit_code`."""
+
+    code: str | None = None
+    exit_code: int = EXIT_REFUSED
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    def line(self) -> str:
+        return f"{self.code}: {self}" if self.code else str(self)
+
+
+class ConfigError(ChessboardError):
+    """An invalid environment variable or argument."""
+
+
+class Refused(ChessboardError):
+    """A job refused to start (flag off, lock held, source unavailable, invalid request)."""
+
+
+# Error codes of the seeds.
+IMPORT_SOURCE_UNAVAILABLE = "CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE"
+IMPORT_LOCK_HELD = "CHESSBOARD_IMPORT_LOCK_HELD"
+IMPORT_DISABLED = "CHESSBOARD_IMPORT_DISABLED"
+IMPORT_INVALID_REQUEST = "CHESSBOARD_IMPORT_INVALID_REQUEST"
+SYNC_PARENT_NOT_FOUND = "CHESSBOARD_SYNC_PARENT_NOT_FOUND"
+SYNC_VALIDATION_FAILED = "CHESSBOARD_SYNC_VALIDATION_FAILED"
+SYNC_DUPLICATE_NUMBER = "CHESSBOARD_SYNC_DUPLICATE_NUMBER"
+SYNC_UNKNOWN_REFERENCE = "CHESSBOARD_SYNC_UNKNOWN_REFERENCE"
+SYNC_STATUS_CONFLICT = "CHESSBOARD_SYNC_STATUS_CONFLICT"
+RECALC_POISON = "CHESSBOARD_RECALC_POISON"

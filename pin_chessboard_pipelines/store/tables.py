@@ -1,0 +1,295 @@
+"""The chessboard store: every table of chessboard-store.md, in schema `chessboard`.
+
+SQLAlchemy Core only (no ORM). Alembic migrations create exactly this; a test diffs the two.
+Enum columns are strings (varchar) as the seeds ask (`.HasConversion<string>()`).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Numeric,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+
+SCHEMA = "chessboard"
+
+metadata = MetaData(
+    schema=SCHEMA,
+    naming_convention={
+        "pk": "pk_%(table_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "ix": "ix_%(table_name)s_%(column_0_name)s",
+    },
+)
+
+
+def _ts(name: str, nullable: bool = False, default: bool = True) -> Column:
+    return Column(
+        name, DateTime(timezone=True), nullable=nullable, server_default=func.now() if default else None
+    )
+
+
+def _replica_columns() -> list[Column]:
+    """Columns every replica row has (chessboard-store.md, "Replica tables")."""
+    return [
+        Column("id", UUID(as_uuid=True), primary_key=True),
+        Column("external_talent_id", UUID(as_uuid=True), nullable=False, unique=True),
+        Column("sync_source", String(32), nullable=False, server_default="TalentChessboard"),
+        Column("replica_version", BigInteger, nullable=False),
+        _ts("last_synced_at", nullable=True, default=False),
+        Column("version", BigInteger, nullable=False, server_default="1"),
+        _ts("created_at"),
+        _ts("updated_at"),
+        _ts("deleted_at", nullable=True, default=False),
+    ]
+
+
+def _fk(column: str, target: str, nullable: bool = False) -> Column:
+    return Column(
+        column, UUID(as_uuid=True), ForeignKey(f"{SCHEMA}.{target}.id"), nullable=nullable, index=True
+    )
+
+
+developers = Table(
+    "developers",
+    metadata,
+    *_replica_columns(),
+    Column("name", String(256), nullable=False),
+    Column("inn", String(12)),
+    Column("status", String(32), nullable=False, server_default="Draft"),
+)
+
+projects = Table(
+    "projects",
+    metadata,
+    *_replica_columns(),
+    Column("tenant_id", UUID(as_uuid=True), nullable=False),
+    _fk("developer_id", "developers"),
+    Column("status", String(32), nullable=False, server_default="Draft"),
+    Column("name", String(256), nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("class", String(32), nullable=False),
+    Column("construction_status", String(32), nullable=False),
+    Column("country_id", SmallInteger, nullable=False),
+    Column("region_id", BigInteger),
+    Column("city_id", BigInteger),
+    Column("stars", SmallInteger),
+    Column("hotelier_id", UUID(as_uuid=True)),
+    Column("currency_id", SmallInteger, nullable=False),
+    Column("payback_years", Numeric),
+    Column("cover_image_file_id", UUID(as_uuid=True)),
+    Column("price_min", Numeric),
+    Column("price_max", Numeric),
+    Column("property_objects_total_count", Integer, nullable=False, server_default="0"),
+    Column("property_objects_free_count", Integer, nullable=False, server_default="0"),
+)
+
+buildings = Table(
+    "buildings",
+    metadata,
+    *_replica_columns(),
+    Column("tenant_id", UUID(as_uuid=True), nullable=False),
+    _fk("project_id", "projects"),
+    Column("status", String(32), nullable=False, server_default="Draft"),
+    Column("name", String(256), nullable=False),
+    Column("floors_count", SmallInteger, nullable=False),
+    Column("property_objects_total_count", Integer, nullable=False, server_default="0"),
+    Column("property_objects_free_count", Integer, nullable=False, server_default="0"),
+)
+
+layout_groups = Table(
+    "layout_groups",
+    metadata,
+    *_replica_columns(),
+    Column("tenant_id", UUID(as_uuid=True), nullable=False),
+    _fk("project_id", "projects"),
+    Column("name", String(256), nullable=False),
+    Column("rooms", SmallInteger, nullable=False),
+    Column("layouts_count", Integer, nullable=False, server_default="0"),
+    Column("area_min", Numeric),
+    Column("area_max", Numeric),
+)
+
+layouts = Table(
+    "layouts",
+    metadata,
+    *_replica_columns(),
+    Column("tenant_id", UUID(as_uuid=True), nullable=False),
+    _fk("project_id", "projects"),
+    _fk("layout_group_id", "layout_groups", nullable=True),
+    Column("name", String(256), nullable=False),
+    Column("rooms", SmallInteger, nullable=False),
+    Column("total_area", Numeric, nullable=False),
+    Column("property_objects_count", Integer, nullable=False, server_default="0"),
+)
+
+property_objects = Table(
+    "property_objects",
+    metadata,
+    *_replica_columns(),
+    Column("tenant_id", UUID(as_uuid=True), nullable=False),
+    _fk("project_id", "projects"),
+    _fk("building_id", "buildings"),
+    _fk("layout_id", "layouts", nullable=True),
+    Column("number", String(32), nullable=False),
+    Column("floor", SmallInteger, nullable=False),
+    Column("section", SmallInteger),
+    Column("status", String(32), nullable=False),
+    Column("status_source", String(32), nullable=False, server_default="TalentSync"),
+    Column("price", Numeric),
+    Column("total_area", Numeric),
+    # talent-source.md: number is unique among live objects of a building.
+    Index(
+        "uq_property_objects_live_number",
+        "building_id",
+        "number",
+        unique=True,
+        postgresql_where=text("deleted_at IS NULL"),
+    ),
+)
+
+REPLICA_TABLES = (developers, projects, buildings, layout_groups, layouts, property_objects)
+
+# Handbook replica: reference data the project ships (talent-source.md, "Reference ids").
+handbook_countries = Table(
+    "handbook_countries",
+    metadata,
+    Column("id", SmallInteger, primary_key=True, autoincrement=False),
+    Column("name", String(128), nullable=False),
+    Column("iso_code", String(3), nullable=False),
+)
+
+handbook_regions = Table(
+    "handbook_regions",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    Column("country_id", SmallInteger, ForeignKey(f"{SCHEMA}.handbook_countries.id"), nullable=False),
+    Column("name", String(128), nullable=False),
+)
+
+handbook_cities = Table(
+    "handbook_cities",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    Column("region_id", BigInteger, ForeignKey(f"{SCHEMA}.handbook_regions.id"), nullable=False),
+    Column("name", String(128), nullable=False),
+)
+
+handbook_currencies = Table(
+    "handbook_currencies",
+    metadata,
+    Column("id", SmallInteger, primary_key=True, autoincrement=False),
+    Column("iso_code", String(3), nullable=False),
+    Column("name", String(64), nullable=False),
+    Column("sign", String(8), nullable=False),
+)
+
+# Operational tables (chessboard-store.md, "Operational tables").
+project_recalc_requests = Table(
+    "project_recalc_requests",
+    metadata,
+    Column("project_id", UUID(as_uuid=True), primary_key=True),
+    Column("tenant_id", UUID(as_uuid=True), nullable=False),
+    Column("due_at", DateTime(timezone=True), nullable=False),
+    Column("first_requested_at", DateTime(timezone=True), nullable=False),
+    Column("requested_count", Integer, nullable=False, server_default="1"),
+    Column("last_reason", String(32), nullable=False),
+    Column("attempt_count", Integer, nullable=False, server_default="0"),
+    Column("last_error", String(1024)),
+    _ts("created_at"),
+    _ts("updated_at"),
+    CheckConstraint("requested_count >= 1", name="requested_count_positive"),
+    CheckConstraint("attempt_count >= 0", name="attempt_count_not_negative"),
+    Index("ix_project_recalc_due", "due_at"),
+)
+
+talent_import_runs = Table(
+    "talent_import_runs",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("mode", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    _ts("started_at"),
+    _ts("finished_at", nullable=True, default=False),
+    Column("correlation_id", String(64), nullable=False),
+    Column("dry_run", Boolean, nullable=False, server_default="false"),
+    Column("developer_id_filter", UUID(as_uuid=True)),
+    Column("project_id_filter", UUID(as_uuid=True)),
+    Column("page_size", Integer, nullable=False),
+    # Per-stage counters {"Developers": {"planned":…, "applied":…, "skipped":…, "failed":…}, …},
+    # summed from the pages when a stage completes (pages hold the live counters).
+    Column("stage_counters", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("dagster_run_id", String(64)),
+    Column("error", Text),
+    Index("ix_talent_import_runs_status", "status"),
+)
+
+talent_import_pages = Table(
+    "talent_import_pages",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("run_id", UUID(as_uuid=True), ForeignKey(f"{SCHEMA}.talent_import_runs.id"), nullable=False),
+    Column("stage", String(16), nullable=False),
+    Column("page_no", Integer, nullable=False),
+    Column("cursor", Text),
+    Column("scope", String(64), nullable=False, server_default=""),  # partition key (developer) or ""
+    Column("status", String(16), nullable=False),
+    Column("lease_until", DateTime(timezone=True)),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("items_planned", Integer, nullable=False, server_default="0"),
+    Column("items_applied", Integer, nullable=False, server_default="0"),
+    Column("items_skipped", Integer, nullable=False, server_default="0"),
+    Column("items_failed", Integer, nullable=False, server_default="0"),
+    Column("last_error", String(1024)),
+    _ts("updated_at"),
+    UniqueConstraint("run_id", "stage", "scope", "page_no", name="uq_talent_import_pages_page"),
+    Index("ix_talent_import_pages_claim", "run_id", "stage", "status", "page_no"),
+)
+
+talent_import_failed_items = Table(
+    "talent_import_failed_items",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("run_id", UUID(as_uuid=True), nullable=False, index=True),
+    Column("stage", String(16), nullable=False),
+    Column("external_id", String(64)),
+    Column("error_code", String(64), nullable=False),
+    Column("error_message", String(1024)),
+    Column("payload", JSONB),
+    _ts("created_at"),
+)
+
+outbox_messages = Table(
+    "outbox_messages",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("message_id", UUID(as_uuid=True), nullable=False, unique=True),
+    Column("topic", String(255), nullable=False),
+    Column("message_key", String(255), nullable=False),
+    Column("payload", JSONB, nullable=False),
+    Column("headers", JSONB, nullable=False),
+    Column("occurred_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("published_at", DateTime(timezone=True)),
+    Index("ix_outbox_messages_unpublished", "id", postgresql_where=text("published_at IS NULL")),
+    Index(
+        "ix_outbox_messages_published_at", "published_at", postgresql_where=text("published_at IS NOT NULL")
+    ),
+)
