@@ -1,0 +1,22 @@
+"""The one root of the Dagster definitions: merges each domain's definitions, sets the executor
+and the resources."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from pin_chessboard_pipelines.defs.resources import ChessboardResource
+
+
+def build_definitions() -> dg.Definitions:
+    domains: list[dg.Definitions] = []
+    return dg.Definitions.merge(
+        *domains,
+        dg.Definitions(
+            resources={"chessboard": ChessboardResource()},
+            executor=dg.in_process_executor,
+        ),
+    )
+
+
+defs = build_definitions()

@@ -1,0 +1,36 @@
+"""The one resource every domain's assets, jobs and sensors use: settings and the store engine.
+
+Built from environment variables when Dagster builds the definitions, never at import time.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import dagster as dg
+from sqlalchemy.engine import Engine
+
+from pin_chessboard_pipelines.runtime.services import database_url
+from pin_chessboard_pipelines.settings import Settings, load_settings
+from pin_chessboard_pipelines.store.engine import get_engine
+
+
+class ChessboardResource(dg.ConfigurableResource):
+    """Settings from the environment (settings.py) and an engine on CHESSBOARD_DATABASE_URL.
+
+    `database_url` overrides the environment (tests point it at their own database).
+    """
+
+    database_url: str | None = None
+
+    @cached_property
+    def settings(self) -> Settings:
+        return load_settings()
+
+    @cached_property
+    def url(self) -> str:
+        return self.database_url or database_url(self.settings)
+
+    @property
+    def engine(self) -> Engine:
+        return get_engine(self.url)

@@ -1,0 +1,43 @@
+"""`enqueue_recalc`: the one function every raiser calls inside its own transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from uuid import UUID
+
+from sqlalchemy.engine import Connection
+
+from pin_chessboard_pipelines.recalc.debounce import RecalcReason
+from pin_chessboard_pipelines.store.queries import queries
+
+
+def enqueue_recalc(
+    conn: Connection,
+    projects: Iterable[tuple[UUID, UUID]],
+    reason: RecalcReason,
+    *,
+    debounce_seconds: float,
+    cap_seconds: float,
+    force: bool = False,
+) -> int:
+    """Upserts one debounced request per (project_id, tenant_id); returns how many projects.
+
+    Duplicates are folded (one request per project per call). Rows are locked in project_id order,
+    so concurrent callers cannot deadlock each other.
+    """
+    unique = dict(projects)
+    if not unique:
+        return 0
+    ids = sorted(unique)
+    conn.execute(
+        queries("recalc_queue")["enqueue_recalc"],
+        {
+            "project_ids": [str(p) for p in ids],
+            "tenant_ids": [str(unique[p]) for p in ids],
+            "reason": str(reason),
+            "debounce": float(debounce_seconds),
+            "cap": float(cap_seconds),
+            "force": force,
+        },
+    )
+    return len(ids)

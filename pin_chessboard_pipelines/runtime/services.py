@@ -1,0 +1,50 @@
+"""Where the services are: the configured ones, or the embedded defaults of `make demo`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from pin_chessboard_pipelines.settings import PROJECT_ROOT, Settings
+from pin_chessboard_pipelines.store.engine import sqlalchemy_url, with_database
+
+CHESSBOARD_DB = "chessboard"
+DAGSTER_DB = "dagster"
+
+
+def embedded_pg_dir(settings: Settings) -> Path:
+    return settings.state_dir / "pgdata"
+
+
+def database_url(settings: Settings) -> str:
+    """CHESSBOARD_DATABASE_URL, or the embedded PostgreSQL's `chessboard` database (started if needed)."""
+    if settings.database_url:
+        return settings.database_url
+    from pin_chessboard_pipelines.runtime.embedded import ensure_database, start_postgres
+
+    return ensure_database(start_postgres(embedded_pg_dir(settings)), CHESSBOARD_DB)
+
+
+def dagster_postgres_url(settings: Settings) -> str:
+    """DAGSTER_POSTGRES_URL, or database `dagster` on the chessboard's server (created if missing)."""
+    configured = os.environ.get("DAGSTER_POSTGRES_URL")
+    if configured:
+        return sqlalchemy_url(configured)
+    from pin_chessboard_pipelines.runtime.embedded import ensure_database
+
+    return sqlalchemy_url(ensure_database(with_database(database_url(settings), "postgres"), DAGSTER_DB))
+
+
+def prepare_dagster_home(settings: Settings) -> Path:
+    """Makes DAGSTER_HOME hold the project's dagster.yaml (run storage in PostgreSQL) and sets the
+    environment the instance reads; returns the folder."""
+    home = settings.dagster_home
+    home.mkdir(parents=True, exist_ok=True)
+    target = home / "dagster.yaml"
+    if not target.exists():
+        shutil.copyfile(PROJECT_ROOT / "dagster.yaml", target)
+    os.environ["DAGSTER_HOME"] = str(home)
+    os.environ.setdefault("DAGSTER_POSTGRES_URL", dagster_postgres_url(settings))
+    os.environ.setdefault("CHESSBOARD_DATABASE_URL", database_url(settings))
+    return home
