@@ -1,0 +1,86 @@
+"""`pin-chessboard talent-sim serve | publish`: the bundled Talent simulator (operations.md, "Commands")."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from urllib.parse import urlsplit
+
+from pin_chessboard_pipelines.errors import EXIT_OK, ConfigError
+from pin_chessboard_pipelines.settings import DEFAULT_TALENT_API_URL, load_settings
+from pin_chessboard_pipelines.talent.simulator.dataset import PRESETS, DatasetError, DatasetSpec
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    sim = subparsers.add_parser("talent-sim", help="the bundled Talent simulator (HTTP API and topics)")
+    commands = sim.add_subparsers(dest="talent_sim_command", required=True)
+
+    serve = commands.add_parser("serve", help="serve the Talent HTTP API from a synthetic dataset")
+    serve.add_argument(
+        "--port", type=int, default=urlsplit(DEFAULT_TALENT_API_URL).port, help="0 picks a free port"
+    )
+    serve.add_argument("--host", default="127.0.0.1")
+    _dataset_arguments(serve)
+    serve.set_defaults(func=serve_command)
+
+    publish = commands.add_parser(
+        "publish", help="write the synthetic dataset to the compacted Talent topics"
+    )
+    _dataset_arguments(publish)
+    publish.add_argument("--bootstrap-servers", help="default: KAFKA_BOOTSTRAP_SERVERS")
+    publish.add_argument("--tombstone-every", type=int, default=0, help="send every Nth item as a tombstone")
+    publish.set_defaults(func=publish_command)
+
+
+def _dataset_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", default="tiny", help=f"preset: {', '.join(PRESETS)}")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a dataset knob, e.g. poison_every=50 or faults=property-objects:1:503:2",
+    )
+
+
+def dataset_spec(args: argparse.Namespace) -> DatasetSpec:
+    """The preset with its overrides; ConfigError (one line, exit 2) when either is invalid."""
+    try:
+        return DatasetSpec.preset(args.dataset).with_overrides(args.overrides)
+    except DatasetError as e:
+        raise ConfigError(f"talent-sim: {e}") from None
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    from pin_chessboard_pipelines.talent.simulator.server import SimulatorServer
+
+    spec = dataset_spec(args)
+    token = load_settings().talent_api_token
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"talent-sim: --port {args.port} is not a port number")
+    try:
+        server = SimulatorServer(spec, args.host, args.port, token=token)
+    except OSError as e:
+        raise ConfigError(f"talent-sim: cannot listen on {args.host}:{args.port}: {e.strerror}") from None
+    server.start()
+    auth = "bearer" if token else "none"
+    print(f"talent-sim serving {server.url} dataset={args.dataset} auth={auth} {spec.describe()}", flush=True)
+    server.serve_forever()
+    return EXIT_OK
+
+
+def publish_command(args: argparse.Namespace) -> int:
+    from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
+
+    spec = dataset_spec(args)
+    if args.tombstone_every < 0:
+        raise ConfigError("talent-sim: --tombstone-every must be >= 0")
+    bootstrap = args.bootstrap_servers or load_settings().kafka_bootstrap_servers
+    counts = publish_dataset(spec, bootstrap, tombstone_every=args.tombstone_every)
+    print(
+        json.dumps({"bootstrapServers": bootstrap, "dataset": args.dataset, "published": counts}),
+        file=sys.stdout,
+    )
+    return EXIT_OK
