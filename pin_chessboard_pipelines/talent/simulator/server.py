@@ -57,6 +57,7 @@ class _HTTPServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse one connection
     timeout = 60  # idle keep-alive connections are dropped after this many seconds
+    disable_nagle_algorithm = True  # headers and body go out as two writes: no 40 ms delayed-ACK stall
     server: _HTTPServer
 
     def setup(self) -> None:
