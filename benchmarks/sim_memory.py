@@ -46,6 +46,7 @@ def main() -> int:
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), "TALENT_API_TOKEN": ""},
     )
+    assert server.stdout is not None
     try:
         print(server.stdout.readline().strip())
         idle = peak_rss_mib(server.pid)

@@ -20,7 +20,7 @@ import hashlib
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pin_chessboard_pipelines.store.handbook import CITIES
 from pin_chessboard_pipelines.talent.topics import COLLECTIONS
@@ -42,7 +42,9 @@ UNKNOWN_OBJECT_STATUS = "Frozen"
 _DEVELOPER_WORDS = ("Север", "Эталон", "Гранель", "Основа", "Сити", "Перспектива", "Форма", "Горизонт")
 _PROJECT_WORDS = ("Северный", "Солнечный", "Морской", "Парковый", "Речной", "Лесной", "Центральный")
 _FOREIGN_COUNTRIES = (784, 792, 764, 360)
-_CITY_REGIONS = tuple((c["id"], c["region_id"]) for c in CITIES)
+_CITY_REGIONS: tuple[tuple[int, int], ...] = tuple(
+    (cast(int, c["id"]), cast(int, c["region_id"])) for c in CITIES
+)
 _M64 = (1 << 64) - 1
 _INDEX_BITS = 62  # the top two bits of the low half carry the UUID variant
 

@@ -7,8 +7,9 @@ tombstone (null value) instead. Items are generated one at a time, so memory sta
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec, iter_items
@@ -50,7 +51,7 @@ def publish_dataset(spec: DatasetSpec, bootstrap_servers: str, *, tombstone_ever
     )
     failures: list[str] = []
 
-    def on_delivery(error: KafkaError | None, message: object) -> None:
+    def on_delivery(error: KafkaError | None, message: Message) -> None:
         if error is not None and len(failures) < 10:
             failures.append(error.str())
 
@@ -78,7 +79,13 @@ def publish_dataset(spec: DatasetSpec, bootstrap_servers: str, *, tombstone_ever
     return counts
 
 
-def _produce(producer: Producer, topic: str, key: bytes, value: bytes | None, on_delivery: object) -> None:
+def _produce(
+    producer: Producer,
+    topic: str,
+    key: bytes,
+    value: bytes | None,
+    on_delivery: Callable[[KafkaError | None, Message], None],
+) -> None:
     while True:
         try:
             producer.produce(topic, key=key, value=value, on_delivery=on_delivery)

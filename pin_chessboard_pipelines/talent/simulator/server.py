@@ -167,13 +167,13 @@ class SimulatorServer:
         self.spec: DatasetSpec
         self.set_spec(spec)
         self.available = True  # False: every request, /health included, answers 503
+        self._host = host
         self._httpd = _HTTPServer((host, port), self)
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{self._host}:{self.port}"
 
     @property
     def port(self) -> int:
