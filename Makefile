@@ -1,0 +1,33 @@
+# Two commands: `make demo` (the import and the recalc on embedded defaults, UI left up) and
+# `make test` (lint, types, the suite). Both install into .venv first when needed.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/pin-chessboard dev --demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy pin_chessboard_pipelines
+
+test: lint
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	for script in benchmarks/*_bench.py; do $(BIN)/python $$script; done
+
+clean:
+	rm -rf .state

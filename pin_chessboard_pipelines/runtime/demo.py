@@ -1,0 +1,24 @@
+"""What `make demo` shows once the services and the Dagster UI are up.
+
+Each step is an ordinary `pin-chessboard` command, run the way an operator would run it, so the
+demo doubles as a smoke test of the command line. The runs land in the Dagster UI's history.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from pin_chessboard_pipelines.settings import Settings
+
+DEMO_STEPS: list[tuple[str, list[str]]] = [
+    ("the chessboard store schema", ["db", "upgrade"]),
+]
+
+
+def run_demo(settings: Settings) -> None:  # noqa: ARG001
+    for title, args in DEMO_STEPS:
+        print(f"\n=== {title}: pin-chessboard {' '.join(args)}", flush=True)
+        result = subprocess.run([sys.executable, "-m", "pin_chessboard_pipelines.cli", *args], check=False)
+        if result.returncode != 0:
+            print(f"=== exit code {result.returncode}", flush=True)

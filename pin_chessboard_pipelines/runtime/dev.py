@@ -1,0 +1,152 @@
+"""`pin-chessboard dev`: embedded PostgreSQL + Tansu broker + Talent simulator + Dagster UI/daemon.
+
+Whatever is configured by environment variables is used as is; what is not gets the embedded
+default. Ctrl-C (or SIGTERM) stops everything this command started, Dagster first.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from pin_chessboard_pipelines.runtime.embedded import (
+    port_open,
+    start_tansu,
+    stop_postgres,
+    wait_for_port,
+)
+from pin_chessboard_pipelines.runtime.services import embedded_pg_dir, prepare_dagster_home
+from pin_chessboard_pipelines.settings import PROJECT_ROOT, Settings, load_settings, redact_url
+from pin_chessboard_pipelines.store.migrate import upgrade
+
+
+def say(message: str) -> None:
+    print(f"[pin-chessboard dev] {message}", flush=True)
+
+
+@dataclass
+class Stack:
+    """The processes this command started, stopped in reverse order."""
+
+    processes: list[tuple[str, subprocess.Popen]] = field(default_factory=list)
+    on_stop: list[Callable[[], None]] = field(default_factory=list)
+
+    def add(self, name: str, proc: subprocess.Popen) -> subprocess.Popen:
+        self.processes.append((name, proc))
+        return proc
+
+    def stop(self) -> None:
+        for name, proc in reversed(self.processes):
+            if proc.poll() is not None:
+                continue
+            # `dagster dev` ignores SIGTERM when started in the background: SIGINT its whole session.
+            try:
+                os.killpg(proc.pid, signal.SIGINT if name == "dagster" else signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            say(f"stopped {name}")
+        for stop in reversed(self.on_stop):
+            stop()
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pin_chessboard_pipelines.cli", *args]
+
+
+def _host_port(url: str, default_port: int) -> tuple[str, int]:
+    parts = urlsplit(url if "://" in url else f"tcp://{url}")
+    return parts.hostname or "127.0.0.1", parts.port or default_port
+
+
+def start_services(settings: Settings, stack: Stack, dataset: str) -> None:
+    """PostgreSQL (migrated), broker and simulator: configured ones, else embedded ones."""
+    state = settings.state_dir
+    (state / "logs").mkdir(parents=True, exist_ok=True)
+    if not settings.database_url:
+        stack.on_stop.append(lambda: (stop_postgres(embedded_pg_dir(settings)), say("stopped PostgreSQL")))
+    prepare_dagster_home(settings)  # starts the embedded PostgreSQL if needed, creates `dagster`
+    url = os.environ["CHESSBOARD_DATABASE_URL"]
+    upgrade(url)
+    say(f"PostgreSQL  {redact_url(url)} (migrated)")
+
+    host, port = _host_port(settings.kafka_bootstrap_servers.split(",")[0], 9092)
+    if "KAFKA_BOOTSTRAP_SERVERS" not in os.environ and not port_open(host, port):
+        stack.add("broker", start_tansu(port, state / "logs" / "tansu.log"))
+    say(f"Kafka       {settings.kafka_bootstrap_servers}")
+
+    host, port = _host_port(settings.talent_api_url, 80)
+    if "TALENT_API_URL" not in os.environ and not port_open(host, port):
+        log = open(state / "logs" / "talent-sim.log", "ab")  # noqa: SIM115
+        stack.add(
+            "simulator",
+            subprocess.Popen(
+                _cli("talent-sim", "serve", "--port", str(port), "--dataset", dataset),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            ),
+        )
+        wait_for_port(host, port)
+    say(f"Talent API  {settings.talent_api_url}")
+
+
+def start_dagster(settings: Settings, stack: Stack, host: str, port: int) -> None:
+    log = open(settings.state_dir / "logs" / "dagster.log", "ab")  # noqa: SIM115
+    stack.add(
+        "dagster",
+        subprocess.Popen(
+            [sys.executable, "-m", "dagster", "dev", "-h", host, "-p", str(port)]
+            + ["-w", str(PROJECT_ROOT / "workspace.yaml")],
+            cwd=settings.dagster_home,  # not the project root: its dagster.yaml is a template there
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        ),
+    )
+    wait_for_port(host, port, timeout=180)
+    say(f"Dagster UI  http://{host}:{port}  (DAGSTER_HOME={settings.dagster_home}, logs in {log.name})")
+
+
+def run_dev(host: str, port: int, dataset: str, demo: bool) -> int:
+    settings = load_settings()
+    stack = Stack()
+    stopping = False
+
+    def _stop(signum, frame):  # noqa: ARG001
+        nonlocal stopping
+        if not stopping:
+            stopping = True
+            raise KeyboardInterrupt
+
+    # Installed explicitly: a shell that starts us in the background leaves SIGINT ignored.
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        start_services(settings, stack, dataset)
+        start_dagster(settings, stack, host, port)
+        if demo:
+            from pin_chessboard_pipelines.runtime.demo import run_demo
+
+            run_demo(settings)
+        say("running; Ctrl-C stops everything")
+        while all(proc.poll() is None for _, proc in stack.processes):
+            time.sleep(0.5)
+        dead = [name for name, proc in stack.processes if proc.poll() is not None]
+        say(f"{', '.join(dead)} exited; stopping")
+        return 1
+    except KeyboardInterrupt:
+        say("stopping")
+        return 0
+    finally:
+        stack.stop()
