@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import re
 import sys
 from collections.abc import Sequence
 
@@ -19,6 +20,7 @@ from pin_chessboard_pipelines.settings import load_settings
 COMMAND_MODULES = (
     "pin_chessboard_pipelines.store.commands",
     "pin_chessboard_pipelines.talent.simulator.cli",
+    "pin_chessboard_pipelines.observability.exporter",
     "pin_chessboard_pipelines.runtime.commands",
 )
 
@@ -28,6 +30,15 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_REFUSED, f"{self.prog}: {message}\n")
+
+
+_CREDENTIALS = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
+
+
+def one_line(error: BaseException) -> str:
+    """`Type: first line of the message`, with any URL password masked."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return _CREDENTIALS.sub(r"\1***@", f"{type(error).__name__}: {lines[0] if lines else ''}".strip())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # an infrastructure failure: one line, no traceback unless -v
         if args.verbose:
             raise
-        print(f"{type(error).__name__}: {error}", file=sys.stderr)
+        print(one_line(error), file=sys.stderr)
         return EXIT_FAILED
 
 

@@ -22,6 +22,10 @@ def _multiproc_dir() -> str:
     return str(path)
 
 
+def multiproc_dir() -> str:
+    return os.environ["PROMETHEUS_MULTIPROC_DIR"]
+
+
 # prometheus_client picks its value store when imported: the directory must be known first.
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = _multiproc_dir()
 Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
