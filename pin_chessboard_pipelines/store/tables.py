@@ -234,6 +234,8 @@ talent_import_runs = Table(
     Column("developer_id_filter", UUID(as_uuid=True)),
     Column("project_id_filter", UUID(as_uuid=True)),
     Column("page_size", Integer, nullable=False),
+    # Scope keys of the run: [""] = everything, developer ids, or "project:<id>" (talent_import/request.py).
+    Column("scopes", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
     # Per-stage counters {"Developers": {"planned":…, "applied":…, "skipped":…, "failed":…}, …},
     # summed from the pages when a stage completes (pages hold the live counters).
     Column("stage_counters", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
@@ -250,9 +252,12 @@ talent_import_pages = Table(
     Column("stage", String(16), nullable=False),
     Column("page_no", Integer, nullable=False),
     Column("cursor", Text),
+    Column("next_cursor", Text),  # where the walk goes on after this page
+    Column("is_last", Boolean, nullable=False, server_default="false"),  # the walk of (stage, scope) ends here
     Column("scope", String(64), nullable=False, server_default=""),  # partition key (developer) or ""
     Column("status", String(16), nullable=False),
     Column("lease_until", DateTime(timezone=True)),
+    Column("claim_token", UUID(as_uuid=True)),  # fencing token of the current claim
     Column("attempts", Integer, nullable=False, server_default="0"),
     Column("items_planned", Integer, nullable=False, server_default="0"),
     Column("items_applied", Integer, nullable=False, server_default="0"),
