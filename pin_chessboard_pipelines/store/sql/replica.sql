@@ -1,0 +1,226 @@
+-- The replica apply path (replica/apply.py): one statement per step and batch, never one per row.
+-- psycopg2 parameter style (%(name)s), run through raw_queries("replica") on the caller's
+-- transaction. Arrays arrive one per column (`unnest ... WITH ORDINALITY`, rows kept in batch order:
+-- the live-number index is checked row by row, so the order of a batch is the order of application).
+-- `{table}` in the generic queries is a replica table name from replica/apply.py, never user input.
+
+-- name: existing_rows
+-- Current rows of a batch's Talent ids (version guard, old price/status, live numbers).
+SELECT *
+FROM chessboard.{table}
+WHERE external_talent_id = ANY(%(ids)s::uuid[])
+
+-- name: parent_rows
+-- Parents of a batch by PIN id: existence (soft-deleted counts), project and tenant of the child.
+SELECT *
+FROM chessboard.{table}
+WHERE id = ANY(%(ids)s::uuid[])
+
+-- name: live_number_holders
+-- Live property objects holding one of the (building, number) pairs a batch wants.
+SELECT po.building_id, po.number, po.external_talent_id
+FROM chessboard.property_objects AS po
+JOIN unnest(%(building_ids)s::uuid[], %(numbers)s::text[]) AS k(building_id, number)
+  ON po.building_id = k.building_id AND po.number = k.number
+WHERE po.deleted_at IS NULL
+
+-- name: tombstone_rows
+-- A tombstone soft-deletes an alive row; a missing or already deleted one is left alone.
+UPDATE chessboard.{table} AS t
+SET deleted_at = now(), version = t.version + 1, updated_at = now(), last_synced_at = now()
+WHERE t.external_talent_id = ANY(%(ids)s::uuid[]) AND t.deleted_at IS NULL
+RETURNING t.*
+
+-- name: insert_failed_items
+INSERT INTO chessboard.talent_import_failed_items
+    (run_id, stage, external_id, error_code, error_message, payload)
+SELECT %(run_id)s::uuid, %(stage)s, u.external_id, u.error_code, u.error_message, u.payload::jsonb
+FROM unnest(%(external_ids)s::text[], %(error_codes)s::text[], %(error_messages)s::text[],
+            %(payloads)s::text[]) WITH ORDINALITY AS u(external_id, error_code, error_message, payload, ord)
+ORDER BY u.ord
+
+-- Upserts: create from the snapshot (version 1, Draft for developer/project/building, counters 0,
+-- bounds NULL by the column defaults) or overwrite ONLY the replica fields under the version guard;
+-- PIN-owned fields (status of developer/project/building, hotelier_id, cover_image_file_id,
+-- aggregates, created_at) are never in a SET list. `inserted` tells a create from a change.
+
+-- name: upsert_developers
+INSERT INTO chessboard.developers AS t
+    (id, external_talent_id, sync_source, replica_version, last_synced_at, version, deleted_at,
+     name, inn, status)
+SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
+       u.name, u.inn, 'Draft'
+FROM unnest(%(id)s::uuid[], %(external_talent_id)s::uuid[], %(replica_version)s::bigint[],
+            %(deleted_at)s::timestamptz[], %(name)s::text[], %(inn)s::text[])
+     WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, name, inn, ord)
+ORDER BY u.ord
+ON CONFLICT (external_talent_id) DO UPDATE SET
+    name = EXCLUDED.name,
+    inn = EXCLUDED.inn,
+    deleted_at = EXCLUDED.deleted_at,
+    sync_source = EXCLUDED.sync_source,
+    replica_version = EXCLUDED.replica_version,
+    last_synced_at = now(),
+    updated_at = now(),
+    version = t.version + 1
+WHERE t.replica_version < EXCLUDED.replica_version
+RETURNING t.*, (t.xmax = 0) AS inserted
+
+-- name: upsert_projects
+INSERT INTO chessboard.projects AS t
+    (id, external_talent_id, sync_source, replica_version, last_synced_at, version, deleted_at,
+     tenant_id, developer_id, status, name, type, class, construction_status, country_id,
+     region_id, city_id, stars, currency_id, payback_years)
+SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
+       u.tenant_id, u.developer_id, 'Draft', u.name, u.type, u.class, u.construction_status,
+       u.country_id, u.region_id, u.city_id, u.stars, u.currency_id, u.payback_years
+FROM unnest(%(id)s::uuid[], %(external_talent_id)s::uuid[], %(replica_version)s::bigint[],
+            %(deleted_at)s::timestamptz[], %(tenant_id)s::uuid[], %(developer_id)s::uuid[],
+            %(name)s::text[], %(type)s::text[], %(class)s::text[], %(construction_status)s::text[],
+            %(country_id)s::smallint[], %(region_id)s::bigint[], %(city_id)s::bigint[],
+            %(stars)s::smallint[], %(currency_id)s::smallint[], %(payback_years)s::numeric[])
+     WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, tenant_id,
+                          developer_id, name, type, class, construction_status, country_id,
+                          region_id, city_id, stars, currency_id, payback_years, ord)
+ORDER BY u.ord
+ON CONFLICT (external_talent_id) DO UPDATE SET
+    tenant_id = EXCLUDED.tenant_id,
+    developer_id = EXCLUDED.developer_id,
+    name = EXCLUDED.name,
+    type = EXCLUDED.type,
+    class = EXCLUDED.class,
+    construction_status = EXCLUDED.construction_status,
+    country_id = EXCLUDED.country_id,
+    region_id = EXCLUDED.region_id,
+    city_id = EXCLUDED.city_id,
+    stars = EXCLUDED.stars,
+    currency_id = EXCLUDED.currency_id,
+    payback_years = EXCLUDED.payback_years,
+    deleted_at = EXCLUDED.deleted_at,
+    sync_source = EXCLUDED.sync_source,
+    replica_version = EXCLUDED.replica_version,
+    last_synced_at = now(),
+    updated_at = now(),
+    version = t.version + 1
+WHERE t.replica_version < EXCLUDED.replica_version
+RETURNING t.*, (t.xmax = 0) AS inserted
+
+-- name: upsert_buildings
+INSERT INTO chessboard.buildings AS t
+    (id, external_talent_id, sync_source, replica_version, last_synced_at, version, deleted_at,
+     tenant_id, project_id, status, name, floors_count)
+SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
+       u.tenant_id, u.project_id, 'Draft', u.name, u.floors_count
+FROM unnest(%(id)s::uuid[], %(external_talent_id)s::uuid[], %(replica_version)s::bigint[],
+            %(deleted_at)s::timestamptz[], %(tenant_id)s::uuid[], %(project_id)s::uuid[],
+            %(name)s::text[], %(floors_count)s::smallint[])
+     WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, tenant_id,
+                          project_id, name, floors_count, ord)
+ORDER BY u.ord
+ON CONFLICT (external_talent_id) DO UPDATE SET
+    tenant_id = EXCLUDED.tenant_id,
+    project_id = EXCLUDED.project_id,
+    name = EXCLUDED.name,
+    floors_count = EXCLUDED.floors_count,
+    deleted_at = EXCLUDED.deleted_at,
+    sync_source = EXCLUDED.sync_source,
+    replica_version = EXCLUDED.replica_version,
+    last_synced_at = now(),
+    updated_at = now(),
+    version = t.version + 1
+WHERE t.replica_version < EXCLUDED.replica_version
+RETURNING t.*, (t.xmax = 0) AS inserted
+
+-- name: upsert_layout_groups
+INSERT INTO chessboard.layout_groups AS t
+    (id, external_talent_id, sync_source, replica_version, last_synced_at, version, deleted_at,
+     tenant_id, project_id, name, rooms)
+SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
+       u.tenant_id, u.project_id, u.name, u.rooms
+FROM unnest(%(id)s::uuid[], %(external_talent_id)s::uuid[], %(replica_version)s::bigint[],
+            %(deleted_at)s::timestamptz[], %(tenant_id)s::uuid[], %(project_id)s::uuid[],
+            %(name)s::text[], %(rooms)s::smallint[])
+     WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, tenant_id,
+                          project_id, name, rooms, ord)
+ORDER BY u.ord
+ON CONFLICT (external_talent_id) DO UPDATE SET
+    tenant_id = EXCLUDED.tenant_id,
+    project_id = EXCLUDED.project_id,
+    name = EXCLUDED.name,
+    rooms = EXCLUDED.rooms,
+    deleted_at = EXCLUDED.deleted_at,
+    sync_source = EXCLUDED.sync_source,
+    replica_version = EXCLUDED.replica_version,
+    last_synced_at = now(),
+    updated_at = now(),
+    version = t.version + 1
+WHERE t.replica_version < EXCLUDED.replica_version
+RETURNING t.*, (t.xmax = 0) AS inserted
+
+-- name: upsert_layouts
+INSERT INTO chessboard.layouts AS t
+    (id, external_talent_id, sync_source, replica_version, last_synced_at, version, deleted_at,
+     tenant_id, project_id, layout_group_id, name, rooms, total_area)
+SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
+       u.tenant_id, u.project_id, u.layout_group_id, u.name, u.rooms, u.total_area
+FROM unnest(%(id)s::uuid[], %(external_talent_id)s::uuid[], %(replica_version)s::bigint[],
+            %(deleted_at)s::timestamptz[], %(tenant_id)s::uuid[], %(project_id)s::uuid[],
+            %(layout_group_id)s::uuid[], %(name)s::text[], %(rooms)s::smallint[],
+            %(total_area)s::numeric[])
+     WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, tenant_id,
+                          project_id, layout_group_id, name, rooms, total_area, ord)
+ORDER BY u.ord
+ON CONFLICT (external_talent_id) DO UPDATE SET
+    tenant_id = EXCLUDED.tenant_id,
+    project_id = EXCLUDED.project_id,
+    layout_group_id = EXCLUDED.layout_group_id,
+    name = EXCLUDED.name,
+    rooms = EXCLUDED.rooms,
+    total_area = EXCLUDED.total_area,
+    deleted_at = EXCLUDED.deleted_at,
+    sync_source = EXCLUDED.sync_source,
+    replica_version = EXCLUDED.replica_version,
+    last_synced_at = now(),
+    updated_at = now(),
+    version = t.version + 1
+WHERE t.replica_version < EXCLUDED.replica_version
+RETURNING t.*, (t.xmax = 0) AS inserted
+
+-- name: upsert_property_objects
+-- Property objects take Talent's status with status_source = TalentSync, on create and on update.
+INSERT INTO chessboard.property_objects AS t
+    (id, external_talent_id, sync_source, replica_version, last_synced_at, version, deleted_at,
+     tenant_id, project_id, building_id, layout_id, number, floor, section, status, status_source,
+     price, total_area)
+SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
+       u.tenant_id, u.project_id, u.building_id, u.layout_id, u.number, u.floor, u.section,
+       u.status, 'TalentSync', u.price, u.total_area
+FROM unnest(%(id)s::uuid[], %(external_talent_id)s::uuid[], %(replica_version)s::bigint[],
+            %(deleted_at)s::timestamptz[], %(tenant_id)s::uuid[], %(project_id)s::uuid[],
+            %(building_id)s::uuid[], %(layout_id)s::uuid[], %(number)s::text[],
+            %(floor)s::smallint[], %(section)s::smallint[], %(status)s::text[],
+            %(price)s::numeric[], %(total_area)s::numeric[])
+     WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, tenant_id,
+                          project_id, building_id, layout_id, number, floor, section, status,
+                          price, total_area, ord)
+ORDER BY u.ord
+ON CONFLICT (external_talent_id) DO UPDATE SET
+    tenant_id = EXCLUDED.tenant_id,
+    project_id = EXCLUDED.project_id,
+    building_id = EXCLUDED.building_id,
+    layout_id = EXCLUDED.layout_id,
+    number = EXCLUDED.number,
+    floor = EXCLUDED.floor,
+    section = EXCLUDED.section,
+    status = EXCLUDED.status,
+    status_source = EXCLUDED.status_source,
+    price = EXCLUDED.price,
+    total_area = EXCLUDED.total_area,
+    deleted_at = EXCLUDED.deleted_at,
+    sync_source = EXCLUDED.sync_source,
+    replica_version = EXCLUDED.replica_version,
+    last_synced_at = now(),
+    updated_at = now(),
+    version = t.version + 1
+WHERE t.replica_version < EXCLUDED.replica_version
+RETURNING t.*, (t.xmax = 0) AS inserted
