@@ -76,6 +76,15 @@ RECALC_LAG = Histogram(
     "From the first request of a queue row to the commit of its recalc",
     buckets=(1, 5, 10, 20, 30, 40, 60, 120, 300, 600),
 )
+RECALC_POISON = Counter(
+    "chessboard_recalc_poison_total", "Queue rows that reached the poison threshold (CHESSBOARD_RECALC_POISON)"
+)
+RECALC_TICKS = Counter("chessboard_recalc_ticks_total", "Evaluations of the recalc drain sensor")
+RECALC_LAST_TICK = Gauge(
+    "chessboard_recalc_last_tick_timestamp_seconds",
+    "Unix time of the last recalc sensor evaluation (liveness)",
+    multiprocess_mode="max",
+)
 
 # outbox relay
 OUTBOX_PUBLISHED = Counter(

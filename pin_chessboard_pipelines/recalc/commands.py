@@ -1,0 +1,143 @@
+"""`pin-chessboard recalc drain|request|reset-poison|audit` (operations.md; seed 000, "Связанный Runbook")."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+from uuid import UUID
+
+from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    recalc = subparsers.add_parser("recalc", help="project aggregates recalc (queue, drain, runbook)")
+    commands = recalc.add_subparsers(dest="recalc_command", required=True)
+
+    drain = commands.add_parser("drain", help="drain due recalc rows through the recalc job (Dagster)")
+    drain.add_argument(
+        "--until-empty",
+        action="store_true",
+        help="until no due row is left (rows not yet due stay queued)",
+    )
+    drain.set_defaults(func=_drain)
+
+    request = commands.add_parser("request", help="enqueue a recalc of one project (force recalc)")
+    request.add_argument("--project-id", required=True, type=_uuid, help="PIN id of the project")
+    request.add_argument("--now", action="store_true", help="DueAt = now instead of the debounce")
+    request.set_defaults(func=_request)
+
+    reset = commands.add_parser("reset-poison", help="AttemptCount = 0, DueAt = now for one project")
+    reset.add_argument("--project-id", required=True, type=_uuid, help="PIN id of the project")
+    reset.set_defaults(func=_reset_poison)
+
+    audit = commands.add_parser("audit", help="list aggregate divergences; exit 1 if any")
+    audit.add_argument("--project-id", type=_uuid, help="PIN id of one project (default: all)")
+    audit.set_defaults(func=_audit)
+
+
+def _uuid(raw: str) -> UUID:
+    try:
+        return UUID(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a UUID") from None
+
+
+def _store():
+    from pin_chessboard_pipelines.runtime.services import database_url
+    from pin_chessboard_pipelines.settings import load_settings
+    from pin_chessboard_pipelines.store.engine import get_engine
+
+    settings = load_settings()
+    return settings, get_engine(database_url(settings))
+
+
+def _print_json(value: dict[str, Any]) -> None:
+    print(json.dumps(value, default=str, ensure_ascii=False))
+
+
+def _drain(args: argparse.Namespace) -> int:
+    """The recalc job through the Dagster instance in DAGSTER_HOME, so the run shows in the UI."""
+    import dagster as dg
+
+    from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, OP_NAME
+    from pin_chessboard_pipelines.runtime.services import prepare_dagster_home
+    from pin_chessboard_pipelines.settings import load_settings
+
+    prepare_dagster_home(load_settings())
+    from pin_chessboard_pipelines.definitions import build_definitions
+
+    job = build_definitions().resolve_job_def(JOB_NAME)
+    with dg.DagsterInstance.get() as instance:
+        result = job.execute_in_process(
+            instance=instance,
+            run_config={"ops": {OP_NAME: {"config": {"until_empty": bool(args.until_empty)}}}},
+            tags={"pin/trigger": "cli"},
+            raise_on_error=False,
+        )
+        summary = _run_summary(result, OP_NAME)
+    _print_json({"runId": result.run_id, "status": "Completed" if result.success else "Failed", **summary})
+    return EXIT_OK if result.success else EXIT_FAILED
+
+
+def _run_summary(result: Any, op_name: str) -> dict[str, Any]:
+    for event in result.events_for_node(op_name):
+        if event.is_successful_output:
+            summary = event.step_output_data.metadata.get("summary")
+            if summary is not None:
+                return dict(summary.value)
+    return {}
+
+
+def _request(args: argparse.Namespace) -> int:
+    from pin_chessboard_pipelines.recalc.queue import request_recalc
+
+    settings, engine = _store()
+    with engine.begin() as conn:
+        row = request_recalc(
+            conn,
+            args.project_id,
+            now=args.now,
+            debounce_seconds=settings.recalc_debounce_seconds,
+            cap_seconds=settings.recalc_cap_seconds,
+        )
+    _print_json(_queue_json(row))
+    return EXIT_OK
+
+
+def _reset_poison(args: argparse.Namespace) -> int:
+    from pin_chessboard_pipelines.recalc.queue import queue_row, reset_poison
+
+    _, engine = _store()
+    with engine.begin() as conn:
+        reset_poison(conn, args.project_id)
+        row = queue_row(conn, args.project_id)
+    assert row is not None
+    _print_json(_queue_json(row))
+    return EXIT_OK
+
+
+def _queue_json(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "projectId": str(row["project_id"]),
+        "tenantId": str(row["tenant_id"]),
+        "dueAt": row["due_at"].isoformat(),
+        "firstRequestedAt": row["first_requested_at"].isoformat(),
+        "requestedCount": row["requested_count"],
+        "lastReason": row["last_reason"],
+        "attemptCount": row["attempt_count"],
+        "lastError": row["last_error"],
+    }
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from pin_chessboard_pipelines.recalc.audit import audit
+
+    _, engine = _store()
+    with engine.connect() as conn:
+        divergences = audit(conn, args.project_id)
+    for divergence in divergences:
+        print(divergence.line())
+    scope = f"project {args.project_id}" if args.project_id else "all live projects"
+    print(f"{len(divergences)} divergence(s) in {scope}")
+    return EXIT_FAILED if divergences else EXIT_OK

@@ -1,0 +1,384 @@
+"""The drain of the recalc queue (seed 000, "Алгоритм"): the loop the Dagster job and the CLI run.
+
+Batches of due rows, oldest DueAt first; each project in its own transaction: claim the queue row
+(FOR UPDATE SKIP LOCKED), recompute every aggregate with one set-based statement, write outbox
+events for the changed project / layout / layout-group rows, delete the queue row, commit. A failed
+project is rolled back alone and its AttemptCount/LastError are written in a separate transaction.
+Between projects the loop checks `should_stop` and the time budget; a project is never cut in half.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+
+from pin_chessboard_pipelines.errors import RECALC_POISON
+from pin_chessboard_pipelines.events import payloads
+from pin_chessboard_pipelines.events.outbox import OutboxEvent, write_outbox
+from pin_chessboard_pipelines.events.payloads import Handbook
+from pin_chessboard_pipelines.observability import metrics
+from pin_chessboard_pipelines.store.handbook_replica import load_handbook
+from pin_chessboard_pipelines.store.queries import queries
+
+log = logging.getLogger(__name__)
+
+LAST_ERROR_MAX = 1024
+# Lock conflicts with a concurrent writer (e.g. an import page that updates layouts and then
+# enqueues this project) are retried at once and do not count as attempts.
+TRANSIENT_SQLSTATES = frozenset({"40P01", "40001", "55P03"})
+TRANSIENT_RETRIES = 3
+
+# Outbox builders for the entities the recalc republishes; buildings are never published.
+REPUBLISHED = ("project", "layout", "layout_group")
+_TIMESTAMPS = ("created_at", "updated_at", "deleted_at", "last_synced_at")
+
+
+@dataclass
+class ProjectOutcome:
+    project_id: UUID
+    result: str  # recalculated | skipped_archived | failed | taken (by another drain)
+    duration_seconds: float = 0.0
+    coalesced: int = 0  # RequestedCount of the drained row
+    republished: dict[str, int] = field(default_factory=dict)
+    buildings_changed: int = 0
+    lag_seconds: float | None = None
+    attempt_count: int | None = None
+    error: str | None = None
+    poisoned: bool = False  # this failure made the row reach the poison threshold
+
+
+@dataclass
+class DrainResult:
+    recalculated: int = 0
+    skipped_archived: int = 0
+    failed: int = 0
+    taken_elsewhere: int = 0
+    coalesced_events: int = 0
+    batches: int = 0
+    republished: Counter = field(default_factory=Counter)
+    buildings_changed: int = 0
+    poisoned: list[UUID] = field(default_factory=list)
+    failed_ids: list[UUID] = field(default_factory=list)
+    durations: list[float] = field(default_factory=list)  # per recalculated project, seconds
+    lags: list[float] = field(default_factory=list)  # first request -> commit, seconds
+    stopped: str = "empty"  # empty | budget | cancelled
+    duration_seconds: float = 0.0
+
+    @property
+    def processed(self) -> int:
+        return self.recalculated + self.skipped_archived
+
+    @property
+    def projects_per_second(self) -> float:
+        return self.processed / self.duration_seconds if self.duration_seconds > 0 else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        """Counters for run metadata, logs and the CLI's last line."""
+        return {
+            "recalculated": self.recalculated,
+            "skippedArchived": self.skipped_archived,
+            "failed": self.failed,
+            "poisoned": len(self.poisoned),
+            "coalescedEvents": self.coalesced_events,
+            "batches": self.batches,
+            "republished": {entity: self.republished.get(entity, 0) for entity in REPUBLISHED},
+            "buildingsChanged": self.buildings_changed,
+            "stopped": self.stopped,
+            "durationSeconds": round(self.duration_seconds, 3),
+            "projectsPerSecond": round(self.projects_per_second, 1),
+        }
+
+
+def drain(
+    engine: Engine,
+    *,
+    batch_size: int = 50,
+    poison_attempts: int = 5,
+    time_budget_seconds: float | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    correlation_id: str | None = None,
+    handbook: Handbook | None = None,
+    logger: logging.Logger | logging.LoggerAdapter = log,
+) -> DrainResult:
+    """Drains due rows until none is left (rows that failed in this drain wait for the next one),
+    the time budget is spent, or `should_stop()` says so. Returns what happened."""
+    correlation_id = correlation_id or str(uuid.uuid4())
+    started = time.monotonic()
+    deadline = None if time_budget_seconds is None else started + time_budget_seconds
+    result = DrainResult()
+    failed_here: set[UUID] = set()
+    if handbook is None:
+        with engine.connect() as conn:
+            handbook = load_handbook(conn)
+
+    def stop_reason() -> str | None:
+        if should_stop():
+            return "cancelled"
+        if deadline is not None and time.monotonic() >= deadline:
+            return "budget"
+        return None
+
+    try:
+        while (reason := stop_reason()) is None:
+            with engine.connect() as conn:
+                batch = select_due_batch(conn, batch_size, poison_attempts, failed_here)
+                if not batch:
+                    result.stopped = "empty"
+                    break
+                result.batches += 1
+                logger.info(
+                    "recalc_batch_started size=%d batch=%d correlation_id=%s",
+                    len(batch),
+                    result.batches,
+                    correlation_id,
+                )
+                for project_id in batch:
+                    if (reason := stop_reason()) is not None:
+                        break
+                    outcome = process_project(
+                        conn,
+                        project_id,
+                        poison_attempts=poison_attempts,
+                        handbook=handbook,
+                        correlation_id=correlation_id,
+                        logger=logger,
+                    )
+                    _count(result, outcome, failed_here)
+                    if conn.invalidated:  # the connection died: take a fresh one for the next batch
+                        break
+            if reason is not None:
+                break
+        if reason is not None:
+            result.stopped = reason
+    finally:
+        result.duration_seconds = time.monotonic() - started
+    return result
+
+
+def select_due_batch(
+    conn: Connection, batch_size: int, poison_attempts: int, exclude: set[UUID] | frozenset = frozenset()
+) -> list[UUID]:
+    with conn.begin():
+        rows = conn.execute(
+            queries("recalc")["select_due_batch"],
+            {
+                "batch_size": batch_size,
+                "poison_attempts": poison_attempts,
+                "exclude": [str(p) for p in exclude],
+            },
+        ).scalars()
+        return [p if isinstance(p, UUID) else UUID(str(p)) for p in rows]
+
+
+def process_project(
+    conn: Connection,
+    project_id: UUID,
+    *,
+    poison_attempts: int,
+    handbook: Handbook,
+    correlation_id: str,
+    logger: logging.Logger | logging.LoggerAdapter = log,
+) -> ProjectOutcome:
+    """One project = one transaction; a failure is rolled back and booked separately."""
+    started = time.perf_counter()
+    for attempt in range(TRANSIENT_RETRIES + 1):
+        try:
+            outcome = _recalc_in_transaction(conn, project_id, poison_attempts, handbook, correlation_id)
+            break
+        except DBAPIError as error:
+            if _is_transient(error) and attempt < TRANSIENT_RETRIES and not conn.invalidated:
+                logger.info("project_recalc_retry project_id=%s sqlstate=%s", project_id, _sqlstate(error))
+                continue
+            return _book_failure(conn, project_id, error, started, poison_attempts, logger)
+        except Exception as error:  # noqa: BLE001 - any failure of one project must not stop the batch
+            return _book_failure(conn, project_id, error, started, poison_attempts, logger)
+    outcome.duration_seconds = time.perf_counter() - started
+    if outcome.lag_seconds is not None:
+        outcome.lag_seconds += outcome.duration_seconds
+    _observe(outcome, logger)
+    return outcome
+
+
+def _recalc_in_transaction(
+    conn: Connection, project_id: UUID, poison_attempts: int, handbook: Handbook, correlation_id: str
+) -> ProjectOutcome:
+    q = queries("recalc")
+    params = {"project_id": str(project_id), "poison_attempts": poison_attempts}
+    with conn.begin():
+        claim = conn.execute(q["claim_project"], params).mappings().first()
+        if claim is None:
+            return ProjectOutcome(project_id, "taken")
+        coalesced = int(claim["requested_count"])
+        if not claim["live"]:
+            conn.execute(q["dequeue_project"], params)
+            return ProjectOutcome(project_id, "skipped_archived", coalesced=coalesced)
+        rows = conn.execute(q["recalc_project"], params).all()
+        events: list[OutboxEvent] = []
+        republished: Counter = Counter()
+        buildings_changed = 0
+        for entity, text in rows:
+            if entity == "building":
+                buildings_changed = int(text)
+            elif entity == "dequeued":
+                continue
+            else:
+                events.append(_event(entity, parse_row(text), handbook, correlation_id))
+                republished[entity] += 1
+        write_outbox(conn, events)
+    return ProjectOutcome(
+        project_id,
+        "recalculated",
+        coalesced=coalesced,
+        republished={e: republished.get(e, 0) for e in REPUBLISHED},
+        buildings_changed=buildings_changed,
+        lag_seconds=float(claim["waited_seconds"]),
+    )
+
+
+def parse_row(text: str) -> dict[str, Any]:
+    """A row returned as JSON by recalc_project: numerics stay Decimal, timestamps datetime."""
+    row = json.loads(text, parse_float=Decimal)
+    for name in _TIMESTAMPS:
+        if isinstance(row.get(name), str):
+            row[name] = datetime.fromisoformat(row[name])
+    return row
+
+
+def _event(entity: str, row: dict[str, Any], handbook: Handbook, correlation_id: str) -> OutboxEvent:
+    if entity == "project":
+        event_type, payload = payloads.PROJECT_UPSERTED, payloads.project_upserted(row, handbook)
+    elif entity == "layout":
+        event_type, payload = payloads.LAYOUT_UPSERTED, payloads.layout_upserted(row)
+    else:
+        event_type, payload = payloads.LAYOUT_GROUP_UPSERTED, payloads.layout_group_upserted(row)
+    return OutboxEvent(event_type, str(row["id"]), payload, correlation_id)
+
+
+def _book_failure(
+    conn: Connection,
+    project_id: UUID,
+    error: BaseException,
+    started: float,
+    poison_attempts: int,
+    logger: logging.Logger | logging.LoggerAdapter,
+) -> ProjectOutcome:
+    """AttemptCount += 1 and LastError in a transaction of their own; DueAt stays."""
+    message = _error_text(error)
+    attempt_count: int | None = None
+    try:
+        if conn.invalidated:
+            conn.rollback()
+        with conn.begin():
+            attempt_count = conn.execute(
+                queries("recalc")["record_failure"],
+                {"project_id": str(project_id), "error": message[:LAST_ERROR_MAX]},
+            ).scalar()
+    except Exception as booking_error:  # noqa: BLE001 - the store is down: the row simply stays
+        logger.error("project_recalc_failure_not_recorded project_id=%s error=%s", project_id, booking_error)
+    outcome = ProjectOutcome(
+        project_id,
+        "failed",
+        duration_seconds=time.perf_counter() - started,
+        attempt_count=attempt_count,
+        error=message,
+        poisoned=attempt_count is not None and attempt_count >= poison_attempts,
+    )
+    _observe(outcome, logger)
+    return outcome
+
+
+def _observe(outcome: ProjectOutcome, logger: logging.Logger | logging.LoggerAdapter) -> None:
+    """The seed's logs and metrics for one project."""
+    if outcome.result == "taken":
+        return
+    metrics.RECALC_COALESCED.inc(outcome.coalesced)
+    if outcome.result == "recalculated":
+        metrics.RECALC_RUNS.labels(result="success").inc()
+        metrics.RECALC_PROCESS_DURATION.observe(outcome.duration_seconds)
+        if outcome.lag_seconds is not None:
+            metrics.RECALC_LAG.observe(outcome.lag_seconds)
+        for entity in REPUBLISHED:
+            if outcome.republished.get(entity):
+                metrics.RECALC_REPUBLISHED.labels(entity=entity).inc(outcome.republished[entity])
+        logger.info(
+            "project_recalculated project_id=%s duration_ms=%.2f republished_project=%d "
+            "republished_layout=%d republished_layout_group=%d buildings_changed=%d coalesced=%d",
+            outcome.project_id,
+            outcome.duration_seconds * 1000,
+            outcome.republished.get("project", 0),
+            outcome.republished.get("layout", 0),
+            outcome.republished.get("layout_group", 0),
+            outcome.buildings_changed,
+            outcome.coalesced,
+        )
+    elif outcome.result == "skipped_archived":
+        metrics.RECALC_RUNS.labels(result="skipped").inc()
+        logger.info("project_skipped_archived project_id=%s", outcome.project_id)
+    else:
+        metrics.RECALC_RUNS.labels(result="error").inc()
+        logger.warning(
+            "project_recalc_failed project_id=%s attempt_count=%s error=%s",
+            outcome.project_id,
+            outcome.attempt_count,
+            outcome.error,
+        )
+        if outcome.poisoned:
+            metrics.RECALC_POISON.inc()
+            logger.error(
+                "%s project_id=%s attempt_count=%d: the drain skips this row until "
+                "`pin-chessboard recalc reset-poison --project-id %s`",
+                RECALC_POISON,
+                outcome.project_id,
+                outcome.attempt_count,
+                outcome.project_id,
+            )
+
+
+def _count(result: DrainResult, outcome: ProjectOutcome, failed_here: set[UUID]) -> None:
+    if outcome.result == "taken":
+        result.taken_elsewhere += 1
+        return
+    result.coalesced_events += outcome.coalesced
+    if outcome.result == "recalculated":
+        result.recalculated += 1
+        result.durations.append(outcome.duration_seconds)
+        if outcome.lag_seconds is not None:
+            result.lags.append(outcome.lag_seconds)
+        result.republished.update({k: v for k, v in outcome.republished.items() if v})
+        result.buildings_changed += outcome.buildings_changed
+    elif outcome.result == "skipped_archived":
+        result.skipped_archived += 1
+    else:
+        result.failed += 1
+        result.failed_ids.append(outcome.project_id)
+        failed_here.add(outcome.project_id)
+        if outcome.poisoned:
+            result.poisoned.append(outcome.project_id)
+
+
+def _is_transient(error: DBAPIError) -> bool:
+    return _sqlstate(error) in TRANSIENT_SQLSTATES
+
+
+def _sqlstate(error: DBAPIError) -> str | None:
+    return getattr(error.orig, "pgcode", None)
+
+
+def _error_text(error: BaseException) -> str:
+    if isinstance(error, DBAPIError) and error.orig is not None:
+        text = f"{type(error.orig).__name__}: {str(error.orig).strip()}"
+    else:
+        text = f"{type(error).__name__}: {error}"
+    return text[:LAST_ERROR_MAX]

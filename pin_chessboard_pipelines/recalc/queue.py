@@ -1,0 +1,76 @@
+"""Queue reads and the runbook operations on project_recalc_requests (seed 000, "Связанный Runbook")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy.engine import Connection
+
+from pin_chessboard_pipelines.errors import Refused
+from pin_chessboard_pipelines.recalc.debounce import RecalcReason
+from pin_chessboard_pipelines.recalc.enqueue import enqueue_recalc
+from pin_chessboard_pipelines.store.queries import queries
+
+
+@dataclass(frozen=True)
+class DueSummary:
+    due: int  # rows the drain would take now
+    poison: int  # due rows skipped as poison
+    oldest_due_at: datetime | None
+
+
+def due_summary(conn: Connection, poison_attempts: int) -> DueSummary:
+    row = (
+        conn.execute(queries("recalc")["due_summary"], {"poison_attempts": poison_attempts}).mappings().one()
+    )
+    return DueSummary(due=int(row["due"]), poison=int(row["poison"]), oldest_due_at=row["oldest_due_at"])
+
+
+def poison_rows(conn: Connection, poison_attempts: int) -> list[dict[str, Any]]:
+    return [
+        dict(row)
+        for row in conn.execute(
+            queries("recalc")["poison_rows"], {"poison_attempts": poison_attempts}
+        ).mappings()
+    ]
+
+
+def queue_row(conn: Connection, project_id: UUID) -> dict[str, Any] | None:
+    row = conn.execute(queries("recalc")["queue_row"], {"project_id": str(project_id)}).mappings().first()
+    return None if row is None else dict(row)
+
+
+def request_recalc(
+    conn: Connection,
+    project_id: UUID,
+    *,
+    now: bool,
+    debounce_seconds: float,
+    cap_seconds: float,
+) -> dict[str, Any]:
+    """Runbook "force recalc": the debounced upsert, or DueAt = now with `now`. Returns the row."""
+    tenant_id = conn.execute(queries("recalc")["project_tenant"], {"project_id": str(project_id)}).scalar()
+    if tenant_id is None:
+        raise Refused(f"project {project_id} is not in the chessboard store")
+    enqueue_recalc(
+        conn,
+        [(project_id, tenant_id)],
+        RecalcReason.CRUD,
+        debounce_seconds=debounce_seconds,
+        cap_seconds=cap_seconds,
+        force=now,
+    )
+    row = queue_row(conn, project_id)
+    assert row is not None
+    return row
+
+
+def reset_poison(conn: Connection, project_id: UUID) -> dict[str, Any]:
+    """Runbook "poison project": AttemptCount = 0, DueAt = now()."""
+    row = conn.execute(queries("recalc")["reset_poison"], {"project_id": str(project_id)}).mappings().first()
+    if row is None:
+        raise Refused(f"no recalc request for project {project_id}")
+    return dict(row)

@@ -1,0 +1,293 @@
+-- project-aggregates-recalc (seed 000): the drain side of the queue, the set-based recompute,
+-- the runbook operations, the audit and the gauges the exporter reads.
+-- Aggregate formulas: chessboard-store.md, "Aggregates".
+
+-- name: select_due_batch
+-- Up to batch_size due rows, oldest DueAt first. SKIP LOCKED leaves out rows another drain is
+-- processing right now; each row is locked again (claim_project) in its project's transaction.
+-- Poison rows (attempt_count >= poison_attempts) and rows that failed earlier in this drain wait.
+SELECT project_id
+FROM chessboard.project_recalc_requests
+WHERE due_at <= now()
+  AND attempt_count < :poison_attempts
+  AND NOT (project_id = ANY (CAST(:exclude AS uuid[])))
+ORDER BY due_at, project_id
+LIMIT :batch_size
+FOR UPDATE SKIP LOCKED
+
+-- name: claim_project
+-- Locks one due queue row for the project's transaction (none: taken by another drain, already
+-- drained, no longer due, or poison) and says whether the project carries aggregates.
+SELECT r.project_id,
+       r.tenant_id,
+       r.requested_count,
+       r.last_reason,
+       r.attempt_count,
+       extract(epoch FROM clock_timestamp() - r.first_requested_at)::float8 AS waited_seconds,
+       (p.id IS NOT NULL AND p.deleted_at IS NULL AND p.status <> 'Archived') AS live
+FROM chessboard.project_recalc_requests r
+LEFT JOIN chessboard.projects p ON p.id = r.project_id
+WHERE r.project_id = :project_id
+  AND r.due_at <= now()
+  AND r.attempt_count < :poison_attempts
+FOR UPDATE OF r SKIP LOCKED
+
+-- name: recalc_project
+-- One statement per project: recompute every aggregate of the project from property_objects and
+-- layouts, write only rows whose values differ, bump version/updated_at there, delete the queue
+-- row, and return the changed project/layout/layout-group rows (JSON text) for the outbox.
+-- Buildings: counters and updated_at only; their counters are outside the published building
+-- snapshot (seed 000, step 6), and `version` counts published changes (chessboard-store.md).
+-- An archived or deleted project matches no `live` row: nothing is written but the queue row.
+WITH live AS (
+    SELECT id
+    FROM chessboard.projects
+    WHERE id = :project_id AND deleted_at IS NULL AND status <> 'Archived'
+),
+obj AS MATERIALIZED (
+    -- active objects (deleted_at is null and status <> 'Hidden'); free = status 'Free'
+    SELECT o.building_id, o.layout_id, o.status = 'Free' AS free, o.price
+    FROM chessboard.property_objects o
+    WHERE o.project_id = :project_id
+      AND o.deleted_at IS NULL
+      AND o.status <> 'Hidden'
+      AND EXISTS (SELECT 1 FROM live)
+),
+project_new AS (
+    SELECT count(*)::int AS total,
+           (count(*) FILTER (WHERE free))::int AS free,
+           min(price) FILTER (WHERE free) AS price_min,
+           max(price) FILTER (WHERE free) AS price_max
+    FROM obj
+),
+project_changed AS (
+    UPDATE chessboard.projects t
+    SET price_min = n.price_min,
+        price_max = n.price_max,
+        property_objects_total_count = n.total,
+        property_objects_free_count = n.free,
+        version = t.version + 1,
+        updated_at = now()
+    FROM live, project_new n
+    WHERE t.id = live.id
+      AND (t.price_min, t.price_max, t.property_objects_total_count, t.property_objects_free_count)
+          IS DISTINCT FROM (n.price_min, n.price_max, n.total, n.free)
+    RETURNING t.*
+),
+building_new AS (
+    SELECT b.id,
+           count(o.building_id)::int AS total,
+           (count(*) FILTER (WHERE o.free))::int AS free
+    FROM chessboard.buildings b
+    JOIN live ON b.project_id = live.id
+    LEFT JOIN obj o ON o.building_id = b.id
+    GROUP BY b.id
+),
+building_changed AS (
+    UPDATE chessboard.buildings t
+    SET property_objects_total_count = n.total,
+        property_objects_free_count = n.free,
+        updated_at = now()
+    FROM building_new n
+    WHERE t.id = n.id
+      AND (t.property_objects_total_count, t.property_objects_free_count) IS DISTINCT FROM (n.total, n.free)
+    RETURNING t.id
+),
+layout_new AS (
+    SELECT l.id, count(o.layout_id)::int AS objects
+    FROM chessboard.layouts l
+    JOIN live ON l.project_id = live.id
+    LEFT JOIN obj o ON o.layout_id = l.id
+    GROUP BY l.id
+),
+layout_changed AS (
+    UPDATE chessboard.layouts t
+    SET property_objects_count = n.objects,
+        version = t.version + 1,
+        updated_at = now()
+    FROM layout_new n
+    WHERE t.id = n.id
+      AND t.property_objects_count IS DISTINCT FROM n.objects
+    RETURNING t.*
+),
+group_new AS (
+    -- live layouts of the group (deleted_at is null)
+    SELECT g.id,
+           count(l.id)::int AS layouts,
+           min(l.total_area) AS area_min,
+           max(l.total_area) AS area_max
+    FROM chessboard.layout_groups g
+    JOIN live ON g.project_id = live.id
+    LEFT JOIN chessboard.layouts l ON l.layout_group_id = g.id AND l.deleted_at IS NULL
+    GROUP BY g.id
+),
+group_changed AS (
+    UPDATE chessboard.layout_groups t
+    SET layouts_count = n.layouts,
+        area_min = n.area_min,
+        area_max = n.area_max,
+        version = t.version + 1,
+        updated_at = now()
+    FROM group_new n
+    WHERE t.id = n.id
+      AND (t.layouts_count, t.area_min, t.area_max) IS DISTINCT FROM (n.layouts, n.area_min, n.area_max)
+    RETURNING t.*
+),
+dequeued AS (
+    DELETE FROM chessboard.project_recalc_requests WHERE project_id = :project_id RETURNING 1
+)
+SELECT 'project' AS entity, to_jsonb(c)::text AS row FROM project_changed c
+UNION ALL
+SELECT 'layout', to_jsonb(c)::text FROM layout_changed c
+UNION ALL
+SELECT 'layout_group', to_jsonb(c)::text FROM group_changed c
+UNION ALL
+SELECT 'building', count(*)::text FROM building_changed
+UNION ALL
+SELECT 'dequeued', count(*)::text FROM dequeued
+
+-- name: dequeue_project
+-- Archived or deleted project: the row goes, nothing else changes (seed 000, step 2).
+DELETE FROM chessboard.project_recalc_requests
+WHERE project_id = :project_id
+RETURNING requested_count
+
+-- name: record_failure
+-- In its own transaction after the project's rollback: DueAt stays, the row waits for the next tick.
+UPDATE chessboard.project_recalc_requests
+SET attempt_count = attempt_count + 1,
+    last_error = left(:error, 1024),
+    updated_at = now()
+WHERE project_id = :project_id
+RETURNING attempt_count
+
+-- name: due_summary
+-- What the sensor needs: due rows the drain would take, and poison rows kept for the runbook.
+SELECT count(*) FILTER (WHERE attempt_count < :poison_attempts) AS due,
+       count(*) FILTER (WHERE attempt_count >= :poison_attempts) AS poison,
+       min(due_at) FILTER (WHERE attempt_count < :poison_attempts) AS oldest_due_at
+FROM chessboard.project_recalc_requests
+WHERE due_at <= now()
+
+-- name: poison_rows
+-- Rows the drain skips (AttemptCount >= poison threshold), CHESSBOARD_RECALC_POISON.
+SELECT project_id, tenant_id, attempt_count, last_error, last_reason, due_at, first_requested_at, updated_at
+FROM chessboard.project_recalc_requests
+WHERE attempt_count >= :poison_attempts
+ORDER BY updated_at, project_id
+
+-- name: reset_poison
+-- Runbook "poison project": AttemptCount = 0, DueAt = now().
+UPDATE chessboard.project_recalc_requests
+SET attempt_count = 0,
+    due_at = now(),
+    updated_at = now()
+WHERE project_id = :project_id
+RETURNING project_id, tenant_id, last_error
+
+-- name: project_tenant
+SELECT tenant_id FROM chessboard.projects WHERE id = :project_id
+
+-- name: queue_row
+SELECT project_id, tenant_id, due_at, first_requested_at, requested_count, last_reason,
+       attempt_count, last_error, created_at, updated_at
+FROM chessboard.project_recalc_requests
+WHERE project_id = :project_id
+
+-- name: queue_depth
+-- Gauge chessboard_recalc_queue_depth: rows in the queue.
+SELECT count(*) AS value FROM chessboard.project_recalc_requests
+
+-- name: due_backlog
+-- Gauge chessboard_recalc_due_backlog: rows whose DueAt has passed (poison rows included).
+SELECT count(*) AS value FROM chessboard.project_recalc_requests WHERE due_at <= now()
+
+-- name: poison_count
+-- Gauge chessboard_recalc_poison_rows: rows kept for the runbook (threshold from settings).
+SELECT count(*) AS value FROM chessboard.project_recalc_requests WHERE attempt_count >= :poison_attempts
+
+-- name: audit
+-- Every stored aggregate that differs from its formula, for live projects (all, or one project).
+-- Each level is computed on its own (objects by building, by layout; layouts by group), so a
+-- divergence also shows rows whose links disagree with their project.
+WITH live AS (
+    SELECT id
+    FROM chessboard.projects
+    WHERE deleted_at IS NULL
+      AND status <> 'Archived'
+      AND (CAST(:project_id AS uuid) IS NULL OR id = CAST(:project_id AS uuid))
+),
+project_expected AS (
+    SELECT o.project_id,
+           count(*) AS total,
+           count(*) FILTER (WHERE o.status = 'Free') AS free,
+           min(o.price) FILTER (WHERE o.status = 'Free') AS price_min,
+           max(o.price) FILTER (WHERE o.status = 'Free') AS price_max
+    FROM chessboard.property_objects o
+    JOIN live ON live.id = o.project_id
+    WHERE o.deleted_at IS NULL AND o.status <> 'Hidden'
+    GROUP BY o.project_id
+),
+building_expected AS (
+    SELECT b.id,
+           count(o.id) AS total,
+           count(o.id) FILTER (WHERE o.status = 'Free') AS free
+    FROM chessboard.buildings b
+    JOIN live ON live.id = b.project_id
+    LEFT JOIN chessboard.property_objects o
+           ON o.building_id = b.id AND o.deleted_at IS NULL AND o.status <> 'Hidden'
+    GROUP BY b.id
+),
+layout_expected AS (
+    SELECT l.id, count(o.id) AS objects
+    FROM chessboard.layouts l
+    JOIN live ON live.id = l.project_id
+    LEFT JOIN chessboard.property_objects o
+           ON o.layout_id = l.id AND o.deleted_at IS NULL AND o.status <> 'Hidden'
+    GROUP BY l.id
+),
+group_expected AS (
+    SELECT g.id, count(l.id) AS layouts, min(l.total_area) AS area_min, max(l.total_area) AS area_max
+    FROM chessboard.layout_groups g
+    JOIN live ON live.id = g.project_id
+    LEFT JOIN chessboard.layouts l ON l.layout_group_id = g.id AND l.deleted_at IS NULL
+    GROUP BY g.id
+),
+divergences AS (
+    SELECT 'project' AS entity, p.id, p.id AS project_id, f.field, f.stored, f.expected
+    FROM chessboard.projects p
+    JOIN live ON live.id = p.id
+    LEFT JOIN project_expected e ON e.project_id = p.id
+    CROSS JOIN LATERAL (VALUES
+        ('price_min', p.price_min, e.price_min),
+        ('price_max', p.price_max, e.price_max),
+        ('property_objects_total_count', p.property_objects_total_count::numeric, coalesce(e.total, 0)::numeric),
+        ('property_objects_free_count', p.property_objects_free_count::numeric, coalesce(e.free, 0)::numeric)
+    ) AS f(field, stored, expected)
+    UNION ALL
+    SELECT 'building', b.id, b.project_id, f.field, f.stored, f.expected
+    FROM chessboard.buildings b
+    JOIN building_expected e ON e.id = b.id
+    CROSS JOIN LATERAL (VALUES
+        ('property_objects_total_count', b.property_objects_total_count::numeric, e.total::numeric),
+        ('property_objects_free_count', b.property_objects_free_count::numeric, e.free::numeric)
+    ) AS f(field, stored, expected)
+    UNION ALL
+    SELECT 'layout', l.id, l.project_id, 'property_objects_count',
+           l.property_objects_count::numeric, e.objects::numeric
+    FROM chessboard.layouts l
+    JOIN layout_expected e ON e.id = l.id
+    UNION ALL
+    SELECT 'layout_group', g.id, g.project_id, f.field, f.stored, f.expected
+    FROM chessboard.layout_groups g
+    JOIN group_expected e ON e.id = g.id
+    CROSS JOIN LATERAL (VALUES
+        ('layouts_count', g.layouts_count::numeric, e.layouts::numeric),
+        ('area_min', g.area_min, e.area_min),
+        ('area_max', g.area_max, e.area_max)
+    ) AS f(field, stored, expected)
+)
+SELECT entity, id, project_id, field, stored::text AS stored, expected::text AS expected
+FROM divergences
+WHERE stored IS DISTINCT FROM expected
+ORDER BY project_id, entity, id, field
