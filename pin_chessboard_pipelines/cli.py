@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "pin_chessboard_pipelines.talent.simulator.cli",
     "pin_chessboard_pipelines.observability.exporter",
     "pin_chessboard_pipelines.runtime.commands",
+    "pin_chessboard_pipelines.recalc.commands",
 )
 
 

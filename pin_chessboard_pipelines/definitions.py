@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import dagster as dg
 
+from pin_chessboard_pipelines.defs.recalc.definitions import definitions as recalc_definitions
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 
 
 def build_definitions() -> dg.Definitions:
     domains: list[dg.Definitions] = []
+    domains.append(recalc_definitions())
     return dg.Definitions.merge(
         *domains,
         dg.Definitions(
