@@ -32,7 +32,10 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+import psycopg2
+from psycopg2.extras import register_uuid
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
 from pin_chessboard_pipelines.errors import (
     SYNC_DUPLICATE_NUMBER,
@@ -74,9 +77,9 @@ class DryRunState:
     real run would (operations.md, "Import result"). Shared by the workers of one run: an apply
     holds `lock` from its first read to its last decision."""
 
-    seen: dict[str, dict[str, Any]] = field(default_factory=dict)  # entity -> PIN id -> row as stored
+    seen: dict[str, dict[UUID, Any]] = field(default_factory=dict)  # entity -> PIN id -> row as stored
     # (building PIN id, number) -> Talent id of the live object holding it; None = released.
-    numbers: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    numbers: dict[tuple[UUID, str], UUID | None] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
 
@@ -118,19 +121,6 @@ class _Entity:
 
 
 _COMMON = ("id", "external_talent_id", "replica_version", "deleted_at")
-_UUID_COLUMNS = frozenset(
-    {
-        "id",
-        "external_talent_id",
-        "tenant_id",
-        "developer_id",
-        "project_id",
-        "building_id",
-        "layout_group_id",
-        "layout_id",
-    }
-)
-
 ENTITIES: dict[str, _Entity] = {
     e.name: e
     for e in (
@@ -252,9 +242,10 @@ class _Batch:
     result: ApplyResult
     quarantine: list[_Quarantine] = field(default_factory=list)
     events: list[OutboxEvent] = field(default_factory=list)
-    touched: dict[str, str] = field(default_factory=dict)  # project PIN id -> tenant id
+    touched: dict[UUID, UUID] = field(default_factory=dict)  # project PIN id -> tenant id
 
-    def reject(self, raw: Any, external_id: str | None, code: str, message: str) -> None:
+    def reject(self, raw: Any, external_id: str | UUID | None, code: str, message: str) -> None:
+        external_id = None if external_id is None else str(external_id)
         self.quarantine.append(_Quarantine(raw, external_id, code, message[:ERROR_MESSAGE_LIMIT]))
         self.result.failed += 1
         self.result.quarantined.append((external_id, code))
@@ -298,7 +289,7 @@ def apply_tombstones(
     its project; a missing or already deleted row is a no-op (skipped)."""
     spec = _entity(entity)
     batch = _Batch(spec, ctx, ctx.stage or STAGE_BY_ENTITY[entity].name, ApplyResult(planned=len(talent_ids)))
-    ids = list(dict.fromkeys(str(UUID(str(t))) for t in talent_ids))
+    ids = list(dict.fromkeys(t if isinstance(t, UUID) else UUID(str(t)) for t in talent_ids))
     if not ids:
         return batch.result
     if ctx.dry_run:
@@ -337,11 +328,11 @@ def apply_tombstones(
 class _Item:
     record: TalentRecord
     raw: Any
-    values: dict[str, Any] = field(default_factory=dict)  # upsert parameters (UUIDs as strings)
+    values: dict[str, Any] = field(default_factory=dict)  # upsert parameters
     old: dict[str, Any] | None = None  # the current row, None = create
 
     @property
-    def talent_id(self) -> str:
+    def talent_id(self) -> UUID:
         return self.values["external_talent_id"]
 
 
@@ -360,7 +351,7 @@ def _rounds(items: list[_Item]) -> list[list[_Item]]:
 def _apply_round(conn: Connection, batch: _Batch, items: list[_Item], state: DryRunState | None) -> None:
     spec = batch.entity
     for item in items:
-        item.values = _string_ids(item.record.columns)
+        item.values = dict(item.record.columns)
     existing = _existing_rows(conn, spec, [item.talent_id for item in items], state)
     parents = _parent_rows(conn, spec.parent, items, state)
     extra_parents = _parent_rows(conn, spec.extra_parent, items, state)
@@ -398,20 +389,12 @@ def _apply_round(conn: Connection, batch: _Batch, items: list[_Item], state: Dry
         _dry_apply(batch, decided, state)
 
 
-def _string_ids(columns: Mapping[str, Any]) -> dict[str, Any]:
-    values = dict(columns)
-    for key in _UUID_COLUMNS.intersection(values):
-        if values[key] is not None:
-            values[key] = str(values[key])
-    return values
-
-
 def _with_parents(
     batch: _Batch,
     spec: _Entity,
     item: _Item,
-    parents: dict[str, dict[str, Any]],
-    extra_parents: dict[str, dict[str, Any]],
+    parents: dict[UUID, dict[str, Any]],
+    extra_parents: dict[UUID, dict[str, Any]],
 ) -> bool:
     """Fills the columns the parent rows give (tenant, project of an object); False = quarantined."""
     if spec.parent is None:
@@ -460,7 +443,7 @@ def _live_numbers(
     wanted = {
         (i.values["building_id"], i.values["number"]) for i in decided if i.values["deleted_at"] is None
     }
-    taken: dict[tuple[str, str], str | None] = {}
+    taken: dict[tuple[UUID, str], UUID | None] = {}
     if wanted:
         keys = sorted(wanted)
         with _cursor(conn) as cur:
@@ -569,8 +552,8 @@ def _remember(state: DryRunState, spec: _Entity, stored: dict[str, Any], old: di
 
 
 def _existing_rows(
-    conn: Connection, spec: _Entity, talent_ids: list[str], state: DryRunState | None
-) -> dict[str, dict[str, Any]]:
+    conn: Connection, spec: _Entity, talent_ids: list[UUID], state: DryRunState | None
+) -> dict[UUID, dict[str, Any]]:
     """Talent id -> current row (the DryRun's own rows over the replica's)."""
     query = raw_queries("replica")["existing_rows"].format(table=spec.table)
     with _cursor(conn) as cur:
@@ -579,7 +562,7 @@ def _existing_rows(
     if state is not None:
         seen = state.seen.get(spec.name, {})
         for talent_id in talent_ids if seen else ():
-            mine = seen.get(str(pin_id(spec.name, talent_id)))
+            mine = seen.get(pin_id(spec.name, talent_id))
             if mine is not None:
                 rows[talent_id] = mine
     return rows
@@ -587,7 +570,7 @@ def _existing_rows(
 
 def _parent_rows(
     conn: Connection, parent: str | None, items: list[_Item], state: DryRunState | None
-) -> dict[str, dict[str, Any]]:
+) -> dict[UUID, dict[str, Any]]:
     """Parent PIN id -> parent row, for the parents that exist (soft-deleted ones count)."""
     if parent is None:
         return {}
@@ -626,7 +609,7 @@ def _finish(conn: Connection, batch: _Batch) -> None:
             DryRun=ctx.dry_run,
             Error=q.message,
         )
-    result.touched_projects = {(UUID(p), UUID(t)) for p, t in batch.touched.items()}
+    result.touched_projects = set(batch.touched.items())
     if ctx.dry_run:
         return
     if batch.quarantine:
@@ -634,7 +617,7 @@ def _finish(conn: Connection, batch: _Batch) -> None:
             cur.execute(
                 raw_queries("replica")["insert_failed_items"],
                 {
-                    "run_id": str(ctx.run_id or STREAMING_RUN_ID),
+                    "run_id": ctx.run_id or STREAMING_RUN_ID,
                     "stage": batch.stage,
                     "external_ids": [q.external_id for q in batch.quarantine],
                     "error_codes": [q.code for q in batch.quarantine],
@@ -689,9 +672,9 @@ def _report(batch: _Batch, record: TalentRecord) -> None:
 def _touch(batch: _Batch, spec: _Entity, row: Mapping[str, Any]) -> None:
     """Project, building, layout group, layout and property object changes touch their project."""
     if spec.name == "project":
-        batch.touched[str(row["id"])] = str(row["tenant_id"])
+        batch.touched[row["id"]] = row["tenant_id"]
     elif spec.name != "developer":
-        batch.touched[str(row["project_id"])] = str(row["tenant_id"])
+        batch.touched[row["project_id"]] = row["tenant_id"]
 
 
 def _event(batch: _Batch, event_type: str, row: Mapping[str, Any], payload: dict[str, Any]) -> OutboxEvent:
@@ -739,8 +722,37 @@ def _begin(conn: Connection) -> None:
         conn.begin()
 
 
-def _cursor(conn: Connection):
-    return conn.connection.driver_connection.cursor()
+class _Cursor:
+    """A psycopg2 cursor on the caller's connection (same transaction). uuid values go in and out
+    as uuid.UUID, as through SQLAlchemy; driver errors surface as SQLAlchemy's exceptions
+    (IntegrityError, OperationalError, ...), so callers catch one family whatever the path."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._cur = conn.connection.driver_connection.cursor()
+        register_uuid(None, self._cur)
+
+    def __enter__(self) -> _Cursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cur.close()
+
+    def execute(self, sql: str, params: Mapping[str, Any]) -> None:
+        try:
+            self._cur.execute(sql, params)
+        except psycopg2.Error as exc:
+            raise DBAPIError.instance(sql, None, exc, psycopg2.Error) from exc
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self._cur.fetchall()
+
+    @property
+    def description(self):
+        return self._cur.description
+
+
+def _cursor(conn: Connection) -> _Cursor:
+    return _Cursor(conn)
 
 
 def _fetch_rows(cur) -> list[dict[str, Any]]:
