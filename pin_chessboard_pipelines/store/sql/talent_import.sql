@@ -1,0 +1,175 @@
+-- The talent initial import of seed 004 (talent-initial-import): run rows, the page queue, counters.
+-- SQLAlchemy bind style (:name), through queries("talent_import").
+
+-- name: running_runs
+-- Runs a dead process left Running (the lock holder is the only writer of run rows).
+SELECT * FROM chessboard.talent_import_runs WHERE status = 'Running' ORDER BY started_at
+
+-- name: latest_run_of_correlation
+SELECT * FROM chessboard.talent_import_runs
+WHERE correlation_id = :correlation_id
+ORDER BY started_at DESC
+LIMIT 1
+
+-- name: run_by_id
+SELECT * FROM chessboard.talent_import_runs WHERE id = :run_id
+
+-- name: run_by_dagster_run_id
+SELECT * FROM chessboard.talent_import_runs
+WHERE dagster_run_id = :dagster_run_id
+ORDER BY started_at DESC
+LIMIT 1
+
+-- name: insert_run
+INSERT INTO chessboard.talent_import_runs
+    (id, mode, status, started_at, correlation_id, dry_run, developer_id_filter, project_id_filter,
+     page_size, scopes, dagster_run_id)
+VALUES (:id, :mode, 'Running', now(), :correlation_id, :dry_run, :developer_id_filter,
+        :project_id_filter, :page_size, CAST(:scopes AS jsonb), :dagster_run_id)
+RETURNING *
+
+-- name: resume_run
+UPDATE chessboard.talent_import_runs
+SET status = 'Running', finished_at = NULL, error = NULL, dagster_run_id = :dagster_run_id
+WHERE id = :run_id
+RETURNING *
+
+-- name: reopen_pages
+-- Resume: pages a dead or failed attempt left InProgress or Failed are Pending again; the claim
+-- token changes hands, so a straggler of the old attempt cannot mark them Done.
+UPDATE chessboard.talent_import_pages
+SET status = 'Pending', lease_until = NULL, claim_token = NULL, attempts = 0, updated_at = now()
+WHERE run_id = :run_id AND status IN ('InProgress', 'Failed')
+
+-- name: delete_pages
+DELETE FROM chessboard.talent_import_pages WHERE run_id = :run_id
+
+-- name: finish_run
+UPDATE chessboard.talent_import_runs
+SET status = :status, finished_at = now(), error = :error
+WHERE id = :run_id
+RETURNING *
+
+-- name: sum_stage_counters
+-- Per-stage counters summed from the pages into the run row (the pages hold the live counters).
+UPDATE chessboard.talent_import_runs AS r
+SET stage_counters = COALESCE((
+    SELECT jsonb_object_agg(s.stage, jsonb_build_object(
+        'planned', s.planned, 'applied', s.applied, 'skipped', s.skipped, 'failed', s.failed,
+        'pages', s.pages, 'pagesDone', s.pages_done))
+    FROM (
+        SELECT stage, sum(items_planned) AS planned, sum(items_applied) AS applied,
+               sum(items_skipped) AS skipped, sum(items_failed) AS failed,
+               count(*) AS pages, count(*) FILTER (WHERE status = 'Done') AS pages_done
+        FROM chessboard.talent_import_pages
+        WHERE run_id = r.id
+        GROUP BY stage
+    ) AS s), '{}'::jsonb)
+WHERE r.id = :run_id
+RETURNING stage_counters
+
+-- name: last_planned_page
+-- Where the walk of (stage, scope) stands: its last recorded page.
+SELECT page_no, next_cursor, is_last
+FROM chessboard.talent_import_pages
+WHERE run_id = :run_id AND stage = :stage AND scope = :scope
+ORDER BY page_no DESC
+LIMIT 1
+
+-- name: insert_page
+-- A planned page; a second walker of the same page (a resume racing a straggler) adds nothing.
+INSERT INTO chessboard.talent_import_pages
+    (run_id, stage, scope, page_no, cursor, next_cursor, is_last, status, items_planned, updated_at)
+VALUES (:run_id, :stage, :scope, :page_no, :cursor, :next_cursor, :is_last, 'Pending', :items_planned,
+        now())
+ON CONFLICT (run_id, stage, scope, page_no) DO NOTHING
+RETURNING id
+
+-- name: claim_page
+-- The first Pending page of the stage by page_no, or one whose lease expired; rows other workers
+-- hold are skipped, never waited for (seed 004: ForUpdateSkipLocked, LeaseUntil = now + lease).
+UPDATE chessboard.talent_import_pages AS p
+SET status = 'InProgress', lease_until = now() + make_interval(secs => :lease_seconds),
+    claim_token = :claim_token, updated_at = now()
+WHERE p.id = (
+    SELECT c.id
+    FROM chessboard.talent_import_pages AS c
+    WHERE c.run_id = :run_id AND c.stage = :stage
+      AND (c.status = 'Pending' OR (c.status = 'InProgress' AND c.lease_until < now()))
+    ORDER BY c.page_no, c.scope
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING p.id, p.scope, p.page_no, p.cursor, p.attempts
+
+-- name: hold_claimed_page
+-- First statement of a page transaction: the page is still this worker's claim (locks the row,
+-- so nobody re-claims it while the transaction runs).
+SELECT id
+FROM chessboard.talent_import_pages
+WHERE id = :page_id AND claim_token = :claim_token AND status = 'InProgress'
+FOR UPDATE
+
+-- name: complete_page
+UPDATE chessboard.talent_import_pages
+SET status = 'Done', lease_until = NULL, items_planned = :planned, items_applied = :applied,
+    items_skipped = :skipped, items_failed = :failed, last_error = NULL, updated_at = now()
+WHERE id = :page_id
+
+-- name: record_page_failure
+-- A failed attempt, in its own transaction: the page stays InProgress and is re-claimed when the
+-- (shortened) lease runs out; a permanent failure marks it Failed.
+UPDATE chessboard.talent_import_pages
+SET attempts = attempts + 1, last_error = left(:error, 1024), status = :status,
+    lease_until = now() + make_interval(secs => :retry_seconds), updated_at = now()
+WHERE id = :page_id AND claim_token = :claim_token
+RETURNING attempts
+
+-- name: release_page
+-- A claimed page given back unprocessed (cancellation): Pending again, no attempt counted.
+UPDATE chessboard.talent_import_pages
+SET status = 'Pending', lease_until = NULL, claim_token = NULL, updated_at = now()
+WHERE id = :page_id AND claim_token = :claim_token AND status = 'InProgress'
+
+-- name: stage_state
+-- The stage barrier: how many pages are not Done, how many failed for good, and which walks ended.
+SELECT count(*) AS pages,
+       count(*) FILTER (WHERE status = 'Done') AS done,
+       count(*) FILTER (WHERE status = 'Failed') AS failed,
+       COALESCE(max(attempts) FILTER (WHERE status <> 'Done'), 0) AS max_attempts,
+       COALESCE(array_agg(DISTINCT scope) FILTER (WHERE is_last), '{}') AS walked_scopes
+FROM chessboard.talent_import_pages
+WHERE run_id = :run_id AND stage = :stage
+
+-- name: progress
+-- Pages and items per stage of a run (progress bar, Dagster metadata).
+SELECT stage, count(*) AS pages, count(*) FILTER (WHERE status = 'Done') AS done,
+       bool_or(is_last) AS walked, sum(items_planned) AS planned,
+       sum(items_applied + items_skipped + items_failed) AS processed
+FROM chessboard.talent_import_pages
+WHERE run_id = :run_id
+GROUP BY stage
+
+-- name: stuck_runs
+-- Running imports with no page Done for :stuck_seconds (seed 004 alert: running without Done growth).
+SELECT r.id, r.correlation_id, r.started_at,
+       COALESCE(max(p.updated_at) FILTER (WHERE p.status = 'Done'), r.started_at) AS last_progress_at
+FROM chessboard.talent_import_runs AS r
+LEFT JOIN chessboard.talent_import_pages AS p ON p.run_id = r.id
+WHERE r.status = 'Running'
+GROUP BY r.id
+HAVING COALESCE(max(p.updated_at) FILTER (WHERE p.status = 'Done'), r.started_at)
+       < now() - make_interval(secs => :stuck_seconds)
+
+-- name: failed_items_of_run
+SELECT stage, error_code, count(*) AS items
+FROM chessboard.talent_import_failed_items
+WHERE run_id = :run_id
+GROUP BY stage, error_code
+ORDER BY stage, error_code
+
+-- name: latest_finished_run
+SELECT * FROM chessboard.talent_import_runs
+WHERE status <> 'Running'
+ORDER BY finished_at DESC NULLS LAST
+LIMIT 1

@@ -1,0 +1,1 @@
+"""The talent initial import (seed 004, job talent-initial-import): plain Python, Dagster calls it."""

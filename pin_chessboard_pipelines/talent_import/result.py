@@ -1,0 +1,68 @@
+"""TalentInitialImportResult (operations.md, "Import result"): per-stage counters and the JSON line."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pin_chessboard_pipelines.talent.topics import STAGE_NAMES
+
+COUNTERS = ("planned", "applied", "skipped", "failed")
+
+
+@dataclass
+class StageCounters:
+    planned: int = 0  # items read from the source
+    applied: int = 0  # created or changed
+    skipped: int = 0  # no-op by the version guard
+    failed: int = 0  # quarantined
+
+    def to_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in COUNTERS}
+
+    @staticmethod
+    def from_mapping(values: Mapping[str, Any] | None) -> StageCounters:
+        values = values or {}
+        return StageCounters(**{name: int(values.get(name) or 0) for name in COUNTERS})
+
+
+def stages_from_mapping(values: Mapping[str, Any] | None) -> dict[str, StageCounters]:
+    """Counters of all six stages, zeros where a stage has none (e.g. talent_import_runs.stage_counters)."""
+    values = values or {}
+    return {name: StageCounters.from_mapping(values.get(name)) for name in STAGE_NAMES}
+
+
+@dataclass
+class TalentInitialImportResult:
+    run_id: str
+    correlation_id: str
+    mode: str
+    status: str
+    dry_run: bool
+    duration_seconds: float
+    stages: dict[str, StageCounters] = field(default_factory=lambda: stages_from_mapping(None))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runId": self.run_id,
+            "correlationId": self.correlation_id,
+            "mode": self.mode,
+            "status": self.status,
+            "dryRun": self.dry_run,
+            "durationSeconds": round(self.duration_seconds, 3),
+            "stages": {name: self.stages[name].to_dict() for name in STAGE_NAMES},
+        }
+
+    def to_json(self) -> str:
+        """One line, as the last line of `pin-chessboard import`'s stdout."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(", ", ": "))
+
+    @property
+    def totals(self) -> StageCounters:
+        total = StageCounters()
+        for counters in self.stages.values():
+            for name in COUNTERS:
+                setattr(total, name, getattr(total, name) + getattr(counters, name))
+        return total

@@ -1,0 +1,281 @@
+"""Run rows and the page queue of the import: every read and write of talent_import_* lives here.
+
+Functions of a SQLAlchemy connection (the caller owns the transaction); the SQL is in
+store/sql/talent_import.sql.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from pin_chessboard_pipelines.replica.apply import ApplyResult
+from pin_chessboard_pipelines.store.queries import queries
+from pin_chessboard_pipelines.talent_import.request import (
+    PageStatus,
+    RunStatus,
+    TalentInitialImportRequest,
+)
+from pin_chessboard_pipelines.talent_import.result import (
+    StageCounters,
+    TalentInitialImportResult,
+    stages_from_mapping,
+)
+
+Row = Mapping[str, Any]
+
+
+def _q(name: str):
+    return queries("talent_import")[name]
+
+
+@dataclass(frozen=True)
+class ClaimedPage:
+    id: int
+    scope: str
+    page_no: int
+    cursor: str | None
+    attempts: int
+    claim_token: uuid.UUID
+
+
+@dataclass(frozen=True)
+class StageState:
+    pages: int
+    done: int
+    failed: int
+    max_attempts: int
+    walked_scopes: frozenset[str]
+
+    def complete(self, scope_keys: list[str]) -> bool:
+        """The barrier: every walk of the stage ended and every page is Done."""
+        return self.walked_scopes >= set(scope_keys) and self.done == self.pages
+
+
+def _same_request(run: Row, request: TalentInitialImportRequest) -> bool:
+    return (
+        run["mode"] == request.mode.value
+        and bool(run["dry_run"]) == request.dry_run
+        and list(run["scopes"] or []) == request.scope_keys
+    )
+
+
+def start_or_resume_run(
+    conn: Connection, request: TalentInitialImportRequest, dagster_run_id: str | None
+) -> tuple[Row, bool]:
+    """The run row of this import and whether it resumes an earlier attempt (seed 004, step 1).
+
+    Called with the advisory lock held, so a Running row belongs to a process that died: the same
+    request resumes it, another request abandons it (Failed). Otherwise a Failed or Cancelled run
+    of the same correlation id (Dagster's "Re-execute from failure") is resumed.
+    """
+    resumable: Row | None = None
+    for run in conn.execute(_q("running_runs")).mappings().all():
+        if resumable is None and _same_request(run, request):
+            resumable = run
+        else:
+            conn.execute(
+                _q("finish_run"),
+                {
+                    "run_id": run["id"],
+                    "status": RunStatus.FAILED.value,
+                    "error": f"abandoned: import {request.correlation_id} started with another request",
+                },
+            )
+    if resumable is None:
+        latest = (
+            conn.execute(_q("latest_run_of_correlation"), {"correlation_id": request.correlation_id})
+            .mappings()
+            .first()
+        )
+        if (
+            latest is not None
+            and latest["status"] in (RunStatus.FAILED.value, RunStatus.CANCELLED.value)
+            and _same_request(latest, request)
+        ):
+            resumable = latest
+    if resumable is not None:
+        # A DryRun's view of what it "applied" lives in memory only: it walks again from the start.
+        conn.execute(
+            _q("delete_pages" if resumable["dry_run"] else "reopen_pages"), {"run_id": resumable["id"]}
+        )
+        row = (
+            conn.execute(_q("resume_run"), {"run_id": resumable["id"], "dagster_run_id": dagster_run_id})
+            .mappings()
+            .one()
+        )
+        return row, True
+    row = (
+        conn.execute(
+            _q("insert_run"),
+            {
+                "id": uuid.uuid4(),
+                "mode": request.mode.value,
+                "correlation_id": request.correlation_id,
+                "dry_run": request.dry_run,
+                "developer_id_filter": request.developer_id_filter,
+                "project_id_filter": request.project_id,
+                "page_size": request.page_size,
+                "scopes": json.dumps(request.scope_keys),
+                "dagster_run_id": dagster_run_id,
+            },
+        )
+        .mappings()
+        .one()
+    )
+    return row, False
+
+
+def finish_run(conn: Connection, run_id: uuid.UUID, status: RunStatus, error: str | None = None) -> Row:
+    conn.execute(_q("sum_stage_counters"), {"run_id": run_id})
+    return (
+        conn.execute(_q("finish_run"), {"run_id": run_id, "status": status.value, "error": error})
+        .mappings()
+        .one()
+    )
+
+
+def sum_stage_counters(conn: Connection, run_id: uuid.UUID) -> dict[str, StageCounters]:
+    counters = conn.execute(_q("sum_stage_counters"), {"run_id": run_id}).scalar_one()
+    return stages_from_mapping(counters)
+
+
+def get_run(conn: Connection, run_id: uuid.UUID) -> Row | None:
+    return conn.execute(_q("run_by_id"), {"run_id": run_id}).mappings().first()
+
+
+def run_of_dagster_run(conn: Connection, dagster_run_id: str) -> Row | None:
+    return conn.execute(_q("run_by_dagster_run_id"), {"dagster_run_id": dagster_run_id}).mappings().first()
+
+
+def result_of(run: Row) -> TalentInitialImportResult:
+    finished = run["finished_at"]
+    duration = 0.0 if finished is None else (finished - run["started_at"]).total_seconds()
+    return TalentInitialImportResult(
+        run_id=str(run["id"]),
+        correlation_id=run["correlation_id"],
+        mode=run["mode"],
+        status=run["status"],
+        dry_run=bool(run["dry_run"]),
+        duration_seconds=max(0.0, duration),
+        stages=stages_from_mapping(run["stage_counters"]),
+    )
+
+
+def last_planned_page(conn: Connection, run_id: uuid.UUID, stage: str, scope: str) -> Row | None:
+    return (
+        conn.execute(_q("last_planned_page"), {"run_id": run_id, "stage": stage, "scope": scope})
+        .mappings()
+        .first()
+    )
+
+
+def insert_page(
+    conn: Connection,
+    run_id: uuid.UUID,
+    stage: str,
+    scope: str,
+    page_no: int,
+    cursor: str | None,
+    next_cursor: str | None,
+    items_planned: int,
+) -> int | None:
+    """A Pending page; None when the page was recorded already."""
+    return conn.execute(
+        _q("insert_page"),
+        {
+            "run_id": run_id,
+            "stage": stage,
+            "scope": scope,
+            "page_no": page_no,
+            "cursor": cursor,
+            "next_cursor": next_cursor,
+            "is_last": next_cursor is None,
+            "items_planned": items_planned,
+        },
+    ).scalar()
+
+
+def claim_page(conn: Connection, run_id: uuid.UUID, stage: str, lease_seconds: float) -> ClaimedPage | None:
+    token = uuid.uuid4()
+    row = (
+        conn.execute(
+            _q("claim_page"),
+            {"run_id": run_id, "stage": stage, "lease_seconds": float(lease_seconds), "claim_token": token},
+        )
+        .mappings()
+        .first()
+    )
+    if row is None:
+        return None
+    return ClaimedPage(row["id"], row["scope"], row["page_no"], row["cursor"], row["attempts"], token)
+
+
+def hold_claimed_page(conn: Connection, page: ClaimedPage) -> bool:
+    held = conn.execute(_q("hold_claimed_page"), {"page_id": page.id, "claim_token": page.claim_token})
+    return held.first() is not None
+
+
+def complete_page(conn: Connection, page: ClaimedPage, planned: int, result: ApplyResult) -> None:
+    conn.execute(
+        _q("complete_page"),
+        {
+            "page_id": page.id,
+            "planned": planned,
+            "applied": result.applied,
+            "skipped": result.skipped,
+            "failed": result.failed,
+        },
+    )
+
+
+def record_page_failure(
+    conn: Connection, page: ClaimedPage, error: str, retry_seconds: float, permanent: bool = False
+) -> int | None:
+    """attempts after this failure; None when the claim was lost meanwhile."""
+    return conn.execute(
+        _q("record_page_failure"),
+        {
+            "page_id": page.id,
+            "claim_token": page.claim_token,
+            "error": error,
+            "status": (PageStatus.FAILED if permanent else PageStatus.IN_PROGRESS).value,
+            "retry_seconds": float(retry_seconds),
+        },
+    ).scalar()
+
+
+def release_page(conn: Connection, page: ClaimedPage) -> None:
+    conn.execute(_q("release_page"), {"page_id": page.id, "claim_token": page.claim_token})
+
+
+def stage_state(conn: Connection, run_id: uuid.UUID, stage: str) -> StageState:
+    row = conn.execute(_q("stage_state"), {"run_id": run_id, "stage": stage}).mappings().one()
+    return StageState(
+        pages=row["pages"],
+        done=row["done"],
+        failed=row["failed"],
+        max_attempts=row["max_attempts"],
+        walked_scopes=frozenset(row["walked_scopes"] or ()),
+    )
+
+
+def progress(conn: Connection, run_id: uuid.UUID) -> dict[str, Row]:
+    return {row["stage"]: row for row in conn.execute(_q("progress"), {"run_id": run_id}).mappings()}
+
+
+def stuck_runs(conn: Connection, stuck_seconds: float) -> list[Row]:
+    return list(conn.execute(_q("stuck_runs"), {"stuck_seconds": float(stuck_seconds)}).mappings())
+
+
+def failed_items_of_run(conn: Connection, run_id: uuid.UUID) -> list[Row]:
+    return list(conn.execute(_q("failed_items_of_run"), {"run_id": run_id}).mappings())
+
+
+def latest_finished_run(conn: Connection) -> Row | None:
+    return conn.execute(_q("latest_finished_run")).mappings().first()

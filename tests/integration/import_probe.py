@@ -1,0 +1,101 @@
+"""A stand-in for replica/apply.py in the import's orchestration tests: it writes to probe tables in
+the page transaction (so rollbacks and double applications are real) and keeps the version guard."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
+
+DDL = (
+    "CREATE TABLE IF NOT EXISTS public.import_probe ("
+    " entity text NOT NULL, talent_id text NOT NULL, version bigint NOT NULL,"
+    " PRIMARY KEY (entity, talent_id))",
+    "CREATE TABLE IF NOT EXISTS public.import_probe_log ("
+    " id bigserial PRIMARY KEY, entity text NOT NULL, stage text NOT NULL, talent_id text NOT NULL,"
+    " run_id uuid, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())",
+)
+
+
+def create_probe_tables(engine: Engine) -> None:
+    with engine.begin() as conn:
+        for statement in DDL:
+            conn.execute(sa.text(statement))
+
+
+class ProbeApply:
+    """apply_snapshots' signature; `poison(item)` -> an error code quarantines the item (counted failed)."""
+
+    def __init__(
+        self,
+        poison: Callable[[dict[str, Any]], str | None] | None = None,
+        before_apply: Callable[[str, Sequence[dict[str, Any]]], None] | None = None,
+    ) -> None:
+        self.poison = poison
+        self.before_apply = before_apply
+        self.calls = 0
+        self.dry_runs = 0
+        self._lock = threading.Lock()
+
+    def __call__(
+        self, conn: Connection, entity: str, items: Sequence[dict[str, Any]], ctx: ApplyContext
+    ) -> ApplyResult:
+        with self._lock:
+            self.calls += 1
+            self.dry_runs += int(ctx.dry_run)
+        if self.before_apply is not None:
+            self.before_apply(entity, items)
+        result = ApplyResult(planned=len(items))
+        good = []
+        for item in items:
+            code = self.poison(item) if self.poison else None
+            if code:
+                result.failed += 1
+                result.quarantined.append((item.get("id"), code))
+            else:
+                good.append(item)
+        if not good:
+            return result
+        ids = [str(i["id"]) for i in good]
+        versions = [int(i["version"]) for i in good]
+        if ctx.dry_run:
+            known = dict(
+                conn.execute(
+                    sa.text(
+                        "SELECT talent_id, version FROM public.import_probe WHERE entity = :e AND talent_id = ANY(:ids)"
+                    ),
+                    {"e": entity, "ids": ids},
+                ).all()
+            )
+            result.applied = sum(1 for i, v in zip(ids, versions, strict=True) if known.get(i, 0) < v)
+            result.skipped = len(good) - result.applied
+            return result
+        changed = (
+            conn.execute(
+                sa.text(
+                    "INSERT INTO public.import_probe (entity, talent_id, version)"
+                    " SELECT :e, t.id, t.v FROM unnest(CAST(:ids AS text[]), CAST(:versions AS bigint[])) AS t(id, v)"
+                    " ON CONFLICT (entity, talent_id) DO UPDATE SET version = EXCLUDED.version"
+                    " WHERE import_probe.version < EXCLUDED.version RETURNING talent_id"
+                ),
+                {"e": entity, "ids": ids, "versions": versions},
+            )
+            .scalars()
+            .all()
+        )
+        result.applied = len(changed)
+        result.skipped = len(good) - result.applied
+        conn.execute(
+            sa.text(
+                "INSERT INTO public.import_probe_log (entity, stage, talent_id, run_id)"
+                " SELECT :e, :stage, t.id, :run_id FROM unnest(CAST(:ids AS text[])) AS t(id)"
+            ),
+            {"e": entity, "stage": ctx.stage, "ids": ids, "run_id": ctx.run_id},
+        )
+        result.events = result.applied
+        return result
