@@ -1,0 +1,224 @@
+"""The Dagster shell of the recalc: sensor decisions, the drain job, the asset checks."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+
+import dagster as dg
+import sqlalchemy as sa
+
+from pin_chessboard_pipelines.defs.recalc.definitions import (
+    AGGREGATES,
+    AUDIT_CHECK,
+    AUDIT_JOB_NAME,
+    JOB_NAME,
+    OP_NAME,
+    POISON_CHECK,
+    SINGLETON_TAG,
+    definitions,
+    project_aggregates_recalc,
+    project_aggregates_recalc_sensor,
+)
+from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.recalc.drain import drain
+from tests.integration.recalc_data import StoreBuilder, outbox, queue, standard_project
+
+
+def _resources(db_url: str) -> dict:
+    return {"chessboard": ChessboardResource(database_url=db_url)}
+
+
+def _sensor(db_url: str, instance: dg.DagsterInstance):
+    context = dg.build_sensor_context(instance=instance, resources=_resources(db_url))
+    return project_aggregates_recalc_sensor(context), context
+
+
+def test_sensor_skips_when_nothing_is_due(db_url, engine):
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        b.request(standard_project(b), due_in_seconds=60)  # queued, not due
+    with dg.DagsterInstance.ephemeral() as instance:
+        result, context = _sensor(db_url, instance)
+    assert isinstance(result, dg.SkipReason)
+    assert "no due" in result.skip_message
+    assert context.cursor is None
+
+
+def test_sensor_requests_one_singleton_run_when_rows_are_due(db_url, engine):
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        for _ in range(3):
+            b.request(standard_project(b))
+    with dg.DagsterInstance.ephemeral() as instance:
+        result, _ = _sensor(db_url, instance)
+    assert isinstance(result, dg.SensorResult)
+    (request,) = result.run_requests
+    assert request.run_key and request.run_key.startswith("recalc-drain:")
+    assert request.tags[SINGLETON_TAG] == "recalc-drain"
+    cursor = json.loads(result.cursor)
+    assert cursor["due"] == 3 and cursor["lastRunKey"] == request.run_key
+
+
+def test_sensor_waits_while_a_drain_run_is_queued_or_running(db_url, engine):
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        b.request(standard_project(b))
+    defs = dg.Definitions.merge(definitions(), dg.Definitions(resources=_resources(db_url)))
+    job = defs.resolve_job_def(JOB_NAME)
+    with dg.DagsterInstance.ephemeral() as instance:
+        run = instance.create_run_for_job(job_def=job, status=dg.DagsterRunStatus.STARTED)
+        waiting, _ = _sensor(db_url, instance)
+        instance.report_run_canceled(run)
+        again, _ = _sensor(db_url, instance)
+    assert isinstance(waiting, dg.SkipReason) and run.run_id in waiting.skip_message
+    assert isinstance(again, dg.SensorResult) and len(again.run_requests) == 1
+
+
+def test_poison_rows_do_not_trigger_runs(db_url, engine, monkeypatch):
+    monkeypatch.setenv("CHESSBOARD_RECALC_POISON_ATTEMPTS", "2")
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        b.request(standard_project(b), attempt_count=2)
+    with dg.DagsterInstance.ephemeral() as instance:
+        result, _ = _sensor(db_url, instance)
+    assert isinstance(result, dg.SkipReason)
+
+
+def _run(db_url: str, instance: dg.DagsterInstance, **config) -> dg.ExecuteInProcessResult:
+    return project_aggregates_recalc.execute_in_process(
+        instance=instance,
+        resources=_resources(db_url),
+        run_config={"ops": {OP_NAME: {"config": config}}} if config else None,
+        raise_on_error=False,
+    )
+
+
+def test_drain_job_recalculates_and_reports_metadata(db_url, engine):
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        projects = [standard_project(b) for _ in range(3)]
+        for p in projects:
+            b.request(p)
+        archived = standard_project(b, status="Archived")
+        b.request(archived)
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = _run(db_url, instance)
+        assert result.success
+        (output,) = [e for e in result.events_for_node(OP_NAME) if e.is_successful_output]
+        metadata = {k: v.value for k, v in output.step_output_data.metadata.items()}
+        observations = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
+        checks = result.get_asset_check_evaluations()
+    assert metadata["projects_recalculated"] == 3
+    assert metadata["projects_skipped_archived"] == 1
+    assert metadata["republished_project"] == 3
+    assert metadata["projects_per_second"] > 0
+    assert len(observations) == 1
+    assert [(c.check_name, c.passed) for c in checks] == [(POISON_CHECK, True)]
+    with engine.connect() as conn:
+        assert queue(conn) == {}
+        messages = outbox(conn)
+    assert {m["headers"]["correlationId"] for m in messages} == {result.run_id}
+
+
+def test_drain_job_reports_poison_as_a_failed_check(db_url, engine, monkeypatch):
+    monkeypatch.setenv("CHESSBOARD_RECALC_POISON_ATTEMPTS", "1")
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        bad = standard_project(b)
+        b.request(bad)
+        conn.execute(
+            sa.text(
+                "ALTER TABLE chessboard.layouts ADD CONSTRAINT test_no_counts CHECK (property_objects_count = 0)"
+            )
+        )
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = _run(db_url, instance)
+        (evaluation,) = result.get_asset_check_evaluations()
+    assert result.success  # a failed project does not fail the run
+    assert evaluation.check_name == POISON_CHECK and not evaluation.passed
+    assert "CHESSBOARD_RECALC_POISON" in evaluation.description
+    assert evaluation.metadata["poison_rows"].value == 1
+    with engine.connect() as conn:
+        assert queue(conn)[bad.id]["attempt_count"] == 1
+
+
+def test_audit_checks_show_drift_in_the_ui(db_url, engine):
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        project = standard_project(b)
+        b.request(project)
+    drain(engine)
+    defs = dg.Definitions.merge(definitions(), dg.Definitions(resources=_resources(db_url)))
+    audit_job = defs.resolve_job_def(AUDIT_JOB_NAME)
+    with dg.DagsterInstance.ephemeral() as instance:
+        clean = {
+            c.check_name: c
+            for c in audit_job.execute_in_process(instance=instance).get_asset_check_evaluations()
+        }
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text("UPDATE chessboard.projects SET property_objects_free_count = 99 WHERE id = :p"),
+                {"p": project.id},
+            )
+        drift = {
+            c.check_name: c
+            for c in audit_job.execute_in_process(instance=instance).get_asset_check_evaluations()
+        }
+    assert clean[AUDIT_CHECK].passed and clean[POISON_CHECK].passed
+    assert clean[AUDIT_CHECK].asset_key == AGGREGATES.key
+    assert not drift[AUDIT_CHECK].passed
+    assert drift[AUDIT_CHECK].metadata["divergences"].value == 1
+    (sample,) = drift[AUDIT_CHECK].metadata["sample"].value
+    assert sample["field"] == "property_objects_free_count" and sample["stored"] == "99"
+
+
+def test_run_termination_stops_between_projects(db_url, engine):
+    """SIGINT (what run termination delivers) during a drain: the current project finishes whole,
+    the rest stays queued, the run ends as interrupted."""
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        projects = [standard_project(b) for _ in range(5)]
+        for p in projects:
+            b.request(p)
+        conn.execute(
+            sa.text(
+                "CREATE FUNCTION chessboard.test_slow() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN PERFORM pg_sleep(0.2); RETURN NEW; END $$"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "CREATE TRIGGER test_slow BEFORE UPDATE ON chessboard.projects "
+                "FOR EACH ROW EXECUTE FUNCTION chessboard.test_slow()"
+            )
+        )
+
+    def interrupt_after_first_commit():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with engine.connect() as conn:
+                if len(queue(conn)) < len(projects):
+                    break
+            time.sleep(0.01)
+        signal.raise_signal(signal.SIGINT)
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        killer = threading.Thread(target=interrupt_after_first_commit)
+        killer.start()
+        result = _run(db_url, instance)
+        killer.join()
+    assert not result.success
+    with engine.connect() as conn:
+        remaining = queue(conn)
+        totals = {
+            r["id"]: r["property_objects_total_count"]
+            for r in conn.execute(
+                sa.text("SELECT id, property_objects_total_count FROM chessboard.projects")
+            ).mappings()
+        }
+    assert 1 <= len(remaining) <= len(projects) - 1
+    for p in projects:
+        assert (totals[p.id] == 6) == (p.id not in remaining)
