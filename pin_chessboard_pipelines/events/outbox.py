@@ -15,6 +15,17 @@ from sqlalchemy.engine import Connection
 from pin_chessboard_pipelines.events.payloads import CONTRACT_VERSION, EVENT_TYPES, topic_of
 from pin_chessboard_pipelines.store.tables import outbox_messages
 
+# The contract headers, in contract order (chessboard-store.md, "Events").
+HEADER_NAMES = (
+    "messageId",
+    "occurredAt",
+    "aggregateId",
+    "aggregateType",
+    "eventType",
+    "contractVersion",
+    "correlationId",
+)
+
 
 @dataclass(frozen=True)
 class OutboxEvent:

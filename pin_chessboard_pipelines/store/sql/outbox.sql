@@ -1,0 +1,69 @@
+-- The transactional outbox, relay side (chessboard-store.md, "Operational tables" and "Events").
+-- Read by events/relay.py and, for the two gauges, by the metrics exporter at scrape time.
+
+-- name: outbox_relay_try_lock
+-- Single active relay: a session-level advisory lock, released on unlock or when the session dies.
+SELECT pg_try_advisory_lock(hashtextextended('Pin:lock:job:chessboard-outbox-relay', 0)) AS locked
+
+-- name: outbox_relay_unlock
+SELECT pg_advisory_unlock(hashtextextended('Pin:lock:job:chessboard-outbox-relay', 0)) AS unlocked
+
+-- name: outbox_pending_batch
+-- Pending rows in commit (id) order after :after, up to :upto. The payload comes as JSON text and the
+-- contract headers as columns, so the relay does not pay for decoding jsonb into dicts.
+-- Uses ix_outbox_messages_unpublished.
+SELECT id, topic, message_key, payload::text AS payload,
+       headers->>'messageId' AS message_id_header,
+       headers->>'occurredAt' AS occurred_at_header,
+       headers->>'aggregateId' AS aggregate_id_header,
+       headers->>'aggregateType' AS aggregate_type_header,
+       headers->>'eventType' AS event_type_header,
+       headers->>'contractVersion' AS contract_version_header,
+       headers->>'correlationId' AS correlation_id_header,
+       nullif((headers - ARRAY['messageId', 'occurredAt', 'aggregateId', 'aggregateType', 'eventType',
+                               'contractVersion', 'correlationId'])::text, '{}') AS extra_headers
+FROM chessboard.outbox_messages
+WHERE published_at IS NULL AND id > :after AND id <= :upto
+ORDER BY id
+LIMIT :limit
+
+-- name: outbox_mark_published
+-- Only ids the broker acknowledged; a row already marked (a concurrent operator fix) stays as it is.
+UPDATE chessboard.outbox_messages
+SET published_at = now()
+WHERE id = ANY(:ids) AND published_at IS NULL
+
+-- name: outbox_max_pending_id
+SELECT coalesce(max(id), 0) AS max_id FROM chessboard.outbox_messages WHERE published_at IS NULL
+
+-- name: outbox_backlog
+-- Gauge chessboard_outbox_backlog: rows not yet acknowledged by Kafka (read at scrape time).
+SELECT count(*)::bigint AS value FROM chessboard.outbox_messages WHERE published_at IS NULL
+
+-- name: outbox_lag_seconds
+-- Gauge chessboard_outbox_lag_seconds: age of the oldest unpublished row, 0 when none is pending.
+SELECT coalesce(
+    (SELECT extract(epoch FROM now() - occurred_at)
+     FROM chessboard.outbox_messages
+     WHERE published_at IS NULL
+     ORDER BY id
+     LIMIT 1), 0)::double precision AS value
+
+-- name: outbox_pending_summary
+-- What the relay sensor looks at: backlog, highest pending id, age of the oldest pending row.
+SELECT count(*)::bigint AS backlog,
+       coalesce(max(id), 0) AS max_id,
+       coalesce(extract(epoch FROM now() - min(occurred_at)), 0)::double precision AS oldest_age_seconds
+FROM chessboard.outbox_messages
+WHERE published_at IS NULL
+
+-- name: outbox_purge_published
+-- One bounded batch of published rows older than the retention (never an unbounded DELETE).
+DELETE FROM chessboard.outbox_messages
+WHERE id IN (
+    SELECT id FROM chessboard.outbox_messages
+    WHERE published_at IS NOT NULL
+      AND published_at < now() - make_interval(secs => :retention_seconds)
+    ORDER BY published_at
+    LIMIT :limit
+)
