@@ -1,0 +1,111 @@
+"""`pin-chessboard recalc …`: the runbook as commands (operations.md)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from pin_chessboard_pipelines.cli import main
+from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME
+from tests.integration.recalc_data import StoreBuilder, queue, standard_project
+
+
+@pytest.fixture
+def cli_env(db_url, monkeypatch, tmp_path):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    # a DAGSTER_HOME with its own dagster.yaml: Dagster's default local storage in the folder
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    monkeypatch.setenv("CHESSBOARD_DATABASE_URL", db_url)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_POSTGRES_URL", db_url)
+    monkeypatch.setenv("CHESSBOARD_RECALC_DEBOUNCE_SECONDS", "30")
+    return home
+
+
+def _last_json(out: str) -> dict:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_request_debounced_and_now(cli_env, engine, capsys):
+    with engine.begin() as conn:
+        project = standard_project(StoreBuilder(conn))
+    assert main(["recalc", "request", "--project-id", str(project.id)]) == 0
+    first = _last_json(capsys.readouterr().out)
+    assert first["requestedCount"] == 1 and first["lastReason"] == "Crud"
+    assert main(["recalc", "request", "--project-id", str(project.id), "--now"]) == 0
+    second = _last_json(capsys.readouterr().out)
+    assert second["requestedCount"] == 2
+    assert second["dueAt"] < first["dueAt"]  # forced: due now, not after the debounce
+
+
+def test_request_for_an_unknown_project_is_refused(cli_env, capsys):
+    assert main(["recalc", "request", "--project-id", str(uuid.uuid4())]) == 2
+    assert "not in the chessboard store" in capsys.readouterr().err
+
+
+def test_bad_project_id_is_refused(cli_env, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["recalc", "request", "--project-id", "nope"])
+    assert exit_info.value.code == 2
+    assert "is not a UUID" in capsys.readouterr().err
+
+
+def test_reset_poison(cli_env, engine, capsys):
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        project = standard_project(b)
+        b.request(project, due_in_seconds=3600, attempt_count=5)
+    assert main(["recalc", "reset-poison", "--project-id", str(project.id)]) == 0
+    row = _last_json(capsys.readouterr().out)
+    assert row["attemptCount"] == 0
+    with engine.connect() as conn:
+        due = conn.execute(
+            sa.text("SELECT due_at <= now() FROM chessboard.project_recalc_requests WHERE project_id = :p"),
+            {"p": project.id},
+        ).scalar()
+    assert due
+    assert main(["recalc", "reset-poison", "--project-id", str(uuid.uuid4())]) == 2
+
+
+def test_audit_lists_every_divergence_and_exits_1(cli_env, engine, capsys):
+    with engine.begin() as conn:
+        project = standard_project(StoreBuilder(conn))
+    # a fresh replica has every aggregate at 0/NULL: the audit sees the missing recalc
+    assert main(["recalc", "audit", "--project-id", str(project.id)]) == 1
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1].startswith(f"{len(out) - 1} divergence(s)")
+    assert any(
+        "project" in line and "property_objects_free_count stored=0 expected=4" in line for line in out
+    )
+    assert any("price_min stored=NULL expected=4500000.50" in line for line in out)
+
+
+def test_drain_runs_the_job_through_the_instance(cli_env, engine, capsys):
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        projects = [standard_project(b) for _ in range(3)]
+        for p in projects:
+            b.request(p)
+        later = standard_project(b)
+        b.request(later, due_in_seconds=3600)
+    assert main(["recalc", "drain", "--until-empty"]) == 0
+    summary = _last_json(capsys.readouterr().out)
+    assert summary["status"] == "Completed"
+    assert summary["recalculated"] == 3
+    with engine.connect() as conn:
+        assert set(queue(conn)) == {later.id}  # not yet due: stays queued
+    with dg.DagsterInstance.get() as instance:
+        run = instance.get_run_by_id(summary["runId"])
+        assert run is not None and run.job_name == JOB_NAME
+        assert run.status == dg.DagsterRunStatus.SUCCESS
+    assert main(["recalc", "audit"]) == 1  # `later` is not recalculated yet
+    capsys.readouterr()
+    assert main(["recalc", "request", "--project-id", str(later.id), "--now"]) == 0
+    assert main(["recalc", "drain"]) == 0
+    assert main(["recalc", "audit"]) == 0
+    assert capsys.readouterr().out.strip().endswith("0 divergence(s) in all live projects")
