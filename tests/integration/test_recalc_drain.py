@@ -29,7 +29,32 @@ from tests.integration.recalc_data import (
     standard_project,
 )
 
-PROJECT_FIELDS = ["id", "tenantId", "developerId", "status", "name", "type", "class", "constructionStatus", "countryId", "countrySnapshot", "regionId", "regionSnapshot", "cityId", "citySnapshot", "stars", "hotelierId", "price", "currencyId", "currencySnapshot", "propertyObjectsTotalCount", "propertyObjectsFreeCount", "paybackYears", "coverImageFileId", "version"]
+PROJECT_FIELDS = [
+    "id",
+    "tenantId",
+    "developerId",
+    "status",
+    "name",
+    "type",
+    "class",
+    "constructionStatus",
+    "countryId",
+    "countrySnapshot",
+    "regionId",
+    "regionSnapshot",
+    "cityId",
+    "citySnapshot",
+    "stars",
+    "hotelierId",
+    "price",
+    "currencyId",
+    "currencySnapshot",
+    "propertyObjectsTotalCount",
+    "propertyObjectsFreeCount",
+    "paybackYears",
+    "coverImageFileId",
+    "version",
+]
 
 
 def _topics(conn) -> list[str]:
