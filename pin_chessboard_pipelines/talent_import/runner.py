@@ -107,24 +107,43 @@ def _describe(error: BaseException) -> str:
 
 
 class _PageCache:
-    """Items the walker read, handed to this process's workers by page id (bounded: backpressure)."""
+    """Items the walker read, handed to this process's workers by page id (bounded: backpressure).
 
-    def __init__(self, capacity: int, evict_after: float = 2.0) -> None:
+    A full cache first drops the pages other processes claimed meanwhile (`claimed_elsewhere`), then
+    waits for this process's workers; the oldest entry goes after `evict_after` seconds at the latest.
+    """
+
+    def __init__(self, capacity: int, evict_after: float = 10.0) -> None:
         self.capacity = max(1, capacity)
         self.evict_after = evict_after
         self._items: OrderedDict[int, list[dict[str, Any]]] = OrderedDict()
         self._cond = threading.Condition()
 
-    def put(self, page_id: int, items: list[dict[str, Any]], stopping: Callable[[], bool]) -> None:
+    def put(
+        self,
+        page_id: int,
+        items: list[dict[str, Any]],
+        stopping: Callable[[], bool],
+        claimed_elsewhere: Callable[[list[int]], set[int]],
+    ) -> None:
+        deadline = time.monotonic() + self.evict_after
         with self._cond:
-            deadline = time.monotonic() + self.evict_after
             while len(self._items) >= self.capacity and not stopping():
+                ids = list(self._items)
+                self._cond.release()  # no lock held while asking the store
+                try:
+                    stale = claimed_elsewhere(ids)
+                finally:
+                    self._cond.acquire()
+                for stale_id in stale:
+                    self._items.pop(stale_id, None)
+                if len(self._items) < self.capacity:
+                    break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    # The oldest page was claimed elsewhere (another process): it re-fetches.
-                    self._items.popitem(last=False)
+                    self._items.popitem(last=False)  # its claimer re-fetches it by cursor
                     break
-                self._cond.wait(min(remaining, 0.1))
+                self._cond.wait(min(remaining, 0.2))
             self._items[page_id] = items
 
     def take(self, page_id: int) -> list[dict[str, Any]] | None:
@@ -470,7 +489,7 @@ class _StageWork:
                     if page_id is not None:
                         IMPORT_PAGES.labels(stage.name, "Planned").inc()
                         if items is not None:
-                            self.cache.put(page_id, items, self.stopping)
+                            self.cache.put(page_id, items, self.stopping, self._claimed_elsewhere)
                         self._notify()
                     page_no += 1
                     walked += 1
@@ -483,7 +502,7 @@ class _StageWork:
                             conn, session.run_id, stage.name, scope_key, page_no, start, None, 0
                         )
                     if page_id is not None:
-                        self.cache.put(page_id, [], self.stopping)
+                        self.cache.put(page_id, [], self.stopping, self._claimed_elsewhere)
                         self._notify()
                 return True
             except TalentCancelled:
@@ -506,6 +525,12 @@ class _StageWork:
                     ) from None
                 self._sleep(self.options.retry_seconds)
         return False
+
+    def _claimed_elsewhere(self, page_ids: list[int]) -> set[int]:
+        """Cached pages that are no longer Pending: another process claimed them (ours take the
+        items out of the cache when they claim)."""
+        with self.session.engine.connect() as conn:
+            return runs.claimed_pages(conn, page_ids)
 
     # -- processing
 

@@ -216,6 +216,11 @@ def claim_page(conn: Connection, run_id: uuid.UUID, stage: str, lease_seconds: f
     return ClaimedPage(row["id"], row["scope"], row["page_no"], row["cursor"], row["attempts"], token)
 
 
+def claimed_pages(conn: Connection, page_ids: list[int]) -> set[int]:
+    """Those of `page_ids` that are no longer Pending."""
+    return set(conn.execute(_q("claimed_pages"), {"page_ids": page_ids}).scalars())
+
+
 def hold_claimed_page(conn: Connection, page: ClaimedPage) -> bool:
     held = conn.execute(_q("hold_claimed_page"), {"page_id": page.id, "claim_token": page.claim_token})
     return held.first() is not None

@@ -99,3 +99,46 @@ class ProbeApply:
         )
         result.events = result.applied
         return result
+
+
+def _killed_import(db_url: str, sim_url: str, kill_entity: str, kill_at_page: int, page_size: int) -> None:
+    """An import whose process dies (no cleanup at all) inside the transaction of the
+    `kill_at_page`-th page of `kill_entity`: one page worker, so the pages before it are Done."""
+    import os
+
+    from pin_chessboard_pipelines.talent_import.request import build_request
+    from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
+    from pin_chessboard_pipelines.talent_import.source import ApiPullSource
+
+    seen = {"pages": 0}
+
+    def die(entity: str, items: Sequence[dict[str, Any]]) -> None:
+        if entity == kill_entity:
+            seen["pages"] += 1
+            if seen["pages"] == kill_at_page:
+                os._exit(137)
+
+    apply = ProbeApply(before_apply=die)
+    # the doomed page writes first, so the kill interrupts a page transaction that has written rows
+    original = apply.__call__
+
+    def write_then_die(conn: Connection, entity: str, items: Sequence[dict[str, Any]], ctx: ApplyContext):
+        apply.before_apply = None
+        result = original(conn, entity, items, ctx)
+        die(entity, items)
+        return result
+
+    run_import(
+        db_url,
+        build_request(page_size=page_size, workers=1),
+        ApiPullSource(sim_url),
+        options=ImportOptions(idle_poll_seconds=0.02),
+        apply=write_then_die,
+    )
+    raise SystemExit("the import finished before the kill")
+
+
+if __name__ == "__main__":
+    import sys
+
+    _killed_import(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))

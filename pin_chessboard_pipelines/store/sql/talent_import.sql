@@ -102,6 +102,9 @@ WHERE p.id = (
 )
 RETURNING p.id, p.scope, p.page_no, p.cursor, p.attempts
 
+-- name: claimed_pages
+SELECT id FROM chessboard.talent_import_pages WHERE id = ANY(:page_ids) AND status <> 'Pending'
+
 -- name: hold_claimed_page
 -- First statement of a page transaction: the page is still this worker's claim (locks the row,
 -- so nobody re-claims it while the transaction runs).
