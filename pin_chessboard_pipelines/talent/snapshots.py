@@ -4,6 +4,10 @@ Pure: a raw snapshot (the decoded JSON object) and the handbook replica in, a `T
 (the replica column values, named as in store/tables.py) or a `SnapshotError` out. The same
 function serves ApiPull, TopicReplay and the streaming sync, so every source maps alike.
 
+Ids (Talent ids and the PIN ids derived from them) are canonical UUID strings (lower case,
+hyphenated): what PostgreSQL casts to uuid and what the events carry, without building a
+uuid.UUID per id on the hot path (an import applies millions of them).
+
 What the caller does with the reports: unknown enum values -> fallback already applied, warning +
 `chessboard_sync_unknown_enum_total{enum,value}`; unresolved region/city -> NULL already stored,
 warning + `chessboard_sync_unresolved_reference_total{reference}`.
@@ -11,6 +15,8 @@ warning + `chessboard_sync_unresolved_reference_total{reference}`.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,7 +27,7 @@ from uuid import UUID
 
 from pin_chessboard_pipelines.errors import SYNC_UNKNOWN_REFERENCE, SYNC_VALIDATION_FAILED
 from pin_chessboard_pipelines.events.payloads import Handbook
-from pin_chessboard_pipelines.replica.ids import pin_id
+from pin_chessboard_pipelines.replica.ids import PIN_NAMESPACE
 
 ENTITIES = ("developer", "project", "building", "layoutGroup", "layout", "propertyObject")
 
@@ -51,6 +57,29 @@ _RFC3339 = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))"
 )
 _INN = re.compile(r"\d{10}|\d{12}")
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+_NAMESPACE_BYTES = PIN_NAMESPACE.bytes
+
+
+def pin_id_text(entity: str, talent_id: str) -> str:
+    """replica/ids.pin_id as a canonical string, for a canonical Talent id string (uuid5 by hand:
+    the same SHA-1, version and variant bits, without the uuid.UUID round trips)."""
+    digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + f"{entity}:{talent_id}".encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50
+    digest[8] = (digest[8] & 0x3F) | 0x80
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+# Parents repeat across a page (one building for hundreds of objects): their PIN ids are cached.
+_parent_pin = functools.lru_cache(maxsize=1 << 16)(pin_id_text)
+
+
+def canonical_uuid(value: str) -> str:
+    """A UUID string in canonical form; ValueError when it is not a UUID."""
+    if len(value) == 36 and _CANONICAL_UUID.fullmatch(value):
+        return value.lower()
+    return str(UUID(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,15 +103,15 @@ class TalentRecord:
     """
 
     entity: str
-    talent_id: UUID
+    talent_id: str  # canonical UUID string
     version: int
     columns: dict[str, Any]
-    parents: dict[str, UUID] = field(default_factory=dict)
+    parents: dict[str, str] = field(default_factory=dict)
     unknown_enums: tuple[tuple[str, str], ...] = ()  # (enum, original value)
     unresolved_references: tuple[str, ...] = ()  # "regionId" / "cityId"
 
     @property
-    def pin_id(self) -> UUID:
+    def pin_id(self) -> str:
         return self.columns["id"]
 
 
@@ -96,7 +125,7 @@ def _missing(name: str) -> _Invalid:
     return _Invalid(f"{name}: required field is missing")
 
 
-def _uuid(raw: Mapping[str, Any], name: str, required: bool = True) -> UUID | None:
+def _uuid(raw: Mapping[str, Any], name: str, required: bool = True) -> str | None:
     value = raw.get(name)
     if value is None:
         if required:
@@ -105,7 +134,7 @@ def _uuid(raw: Mapping[str, Any], name: str, required: bool = True) -> UUID | No
     if not isinstance(value, str):
         raise _Invalid(f"{name}: expected a UUID string, got {type(value).__name__}")
     try:
-        return UUID(value)
+        return canonical_uuid(value)
     except ValueError:
         raise _Invalid(f"{name}: {value[:64]!r} is not a UUID") from None
 
@@ -242,13 +271,13 @@ def _enum(raw: Mapping[str, Any], name: str, enum: str, unknown: list[tuple[str,
     return fallback
 
 
-def _common(entity: str, raw: Mapping[str, Any]) -> tuple[UUID, int, dict[str, Any]]:
+def _common(entity: str, raw: Mapping[str, Any]) -> tuple[str, int, dict[str, Any]]:
     talent_id = _uuid(raw, "id")
     assert talent_id is not None
     version = _int(raw, "version", 1, INT64[1])
     assert version is not None
     columns = {
-        "id": pin_id(entity, talent_id),
+        "id": pin_id_text(entity, talent_id),
         "external_talent_id": talent_id,
         "replica_version": version,
         "deleted_at": _deleted_at(raw),
@@ -295,7 +324,7 @@ def _project(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
     if city is not None and city not in handbook.cities:
         unresolved.append("cityId")
         city = None
-    developer_pin = pin_id("developer", developer)
+    developer_pin = _parent_pin("developer", developer)
     columns.update(
         country_id=country,
         region_id=region,
@@ -315,7 +344,7 @@ def _building(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
     assert project is not None
     columns["name"] = _text(raw, "name", 1, 256)
     columns["floors_count"] = _int(raw, "floorsCount", 1, 200)
-    columns["project_id"] = pin_id("project", project)
+    columns["project_id"] = _parent_pin("project", project)
     return TalentRecord("building", talent_id, version, columns, {"project": project})
 
 
@@ -325,7 +354,7 @@ def _layout_group(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
     assert project is not None
     columns["name"] = _text(raw, "name", 1, 256)
     columns["rooms"] = _int(raw, "rooms", 0, 10)
-    columns["project_id"] = pin_id("project", project)
+    columns["project_id"] = _parent_pin("project", project)
     return TalentRecord("layoutGroup", talent_id, version, columns, {"project": project})
 
 
@@ -337,8 +366,8 @@ def _layout(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
     columns["name"] = _text(raw, "name", 1, 256)
     columns["rooms"] = _int(raw, "rooms", 0, 10)
     columns["total_area"] = _decimal(raw, "totalArea", low=Decimal(0), high=MAX_AREA, low_inclusive=False)
-    columns["project_id"] = pin_id("project", project)
-    columns["layout_group_id"] = None if group is None else pin_id("layoutGroup", group)
+    columns["project_id"] = _parent_pin("project", project)
+    columns["layout_group_id"] = None if group is None else _parent_pin("layoutGroup", group)
     parents = {"project": project}
     if group is not None:
         parents["layoutGroup"] = group
@@ -361,8 +390,8 @@ def _property_object(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord
     columns["total_area"] = _decimal(
         raw, "totalArea", low=Decimal(0), high=MAX_AREA, low_inclusive=False, required=False
     )
-    columns["building_id"] = pin_id("building", building)
-    columns["layout_id"] = None if layout is None else pin_id("layout", layout)
+    columns["building_id"] = _parent_pin("building", building)
+    columns["layout_id"] = None if layout is None else _parent_pin("layout", layout)
     parents = {"building": building}
     if layout is not None:
         parents["layout"] = layout

@@ -18,9 +18,11 @@ from pin_chessboard_pipelines.talent.snapshots import (
     ENUM_FALLBACKS,
     SnapshotError,
     TalentRecord,
+    canonical_uuid,
     parse_decimal,
     parse_rfc3339,
     parse_snapshot,
+    pin_id_text,
 )
 from pin_chessboard_pipelines.talent.topics import STAGES
 
@@ -122,9 +124,9 @@ def bad(entity: str, code: str = SYNC_VALIDATION_FAILED, **changes) -> SnapshotE
 @pytest.mark.parametrize("entity", list(VALID))
 def test_valid_snapshot_maps_to_replica_columns(entity):
     record = ok(entity)
-    talent_id = uuid.UUID(VALID[entity]["id"])
+    talent_id = VALID[entity]["id"]
     assert record.talent_id == talent_id and record.version == VALID[entity]["version"]
-    assert record.columns["id"] == pin_id(entity, talent_id) == record.pin_id
+    assert record.columns["id"] == str(pin_id(entity, talent_id)) == record.pin_id
     assert record.columns["external_talent_id"] == talent_id
     assert record.columns["replica_version"] == record.version
     assert record.columns["deleted_at"] is None
@@ -133,8 +135,8 @@ def test_valid_snapshot_maps_to_replica_columns(entity):
 
 def test_project_columns_and_parent_pins():
     record = ok("project")
-    developer_pin = pin_id("developer", DEV)
-    assert record.parents == {"developer": uuid.UUID(DEV)}
+    developer_pin = str(pin_id("developer", DEV))
+    assert record.parents == {"developer": DEV}
     assert {k: v for k, v in record.columns.items() if k not in ("id", "external_talent_id")} == {
         "replica_version": 2,
         "deleted_at": None,
@@ -155,18 +157,18 @@ def test_project_columns_and_parent_pins():
 
 def test_child_parent_links():
     layout = ok("layout")
-    assert layout.parents == {"project": uuid.UUID(PRJ), "layoutGroup": uuid.UUID(GRP)}
-    assert layout.columns["project_id"] == pin_id("project", PRJ)
-    assert layout.columns["layout_group_id"] == pin_id("layoutGroup", GRP)
+    assert layout.parents == {"project": PRJ, "layoutGroup": GRP}
+    assert layout.columns["project_id"] == str(pin_id("project", PRJ))
+    assert layout.columns["layout_group_id"] == str(pin_id("layoutGroup", GRP))
     assert ok("layout", layoutGroupId=None).columns["layout_group_id"] is None
-    assert ok("layout", layoutGroupId=None).parents == {"project": uuid.UUID(PRJ)}
+    assert ok("layout", layoutGroupId=None).parents == {"project": PRJ}
     obj = ok("propertyObject")
-    assert obj.parents == {"building": uuid.UUID(BLD), "layout": uuid.UUID(LAY)}
-    assert obj.columns["building_id"] == pin_id("building", BLD)
-    assert obj.columns["layout_id"] == pin_id("layout", LAY)
+    assert obj.parents == {"building": BLD, "layout": LAY}
+    assert obj.columns["building_id"] == str(pin_id("building", BLD))
+    assert obj.columns["layout_id"] == str(pin_id("layout", LAY))
     assert "project_id" not in obj.columns and "tenant_id" not in obj.columns  # from the building row
-    assert ok("building").columns["project_id"] == pin_id("project", PRJ)
-    assert ok("layoutGroup").columns["project_id"] == pin_id("project", PRJ)
+    assert ok("building").columns["project_id"] == str(pin_id("project", PRJ))
+    assert ok("layoutGroup").columns["project_id"] == str(pin_id("project", PRJ))
 
 
 @pytest.mark.parametrize(("entity", "name"), [(e, n) for e, names in REQUIRED.items() for n in names])
@@ -199,8 +201,20 @@ def test_ids_must_be_uuid_strings():
     bad("building", projectId=123)
     bad("propertyObject", layoutId="x")
     upper = VALID["developer"]["id"].upper()
-    assert ok("developer", id=upper).talent_id == uuid.UUID(DEV)
-    assert ok("developer", id=upper).pin_id == pin_id("developer", DEV)
+    assert ok("developer", id=upper).talent_id == DEV
+    assert ok("developer", id=upper).pin_id == str(pin_id("developer", DEV))
+    for other_form in ("{" + DEV + "}", DEV.replace("-", ""), "urn:uuid:" + DEV):
+        assert ok("developer", id=other_form).talent_id == DEV
+
+
+def test_pin_id_text_is_replica_ids_pin_id():
+    for entity in VALID:
+        for _ in range(200):
+            talent_id = str(uuid.uuid4())
+            assert pin_id_text(entity, talent_id) == str(pin_id(entity, talent_id))
+    assert canonical_uuid(DEV.upper()) == DEV
+    with pytest.raises(ValueError):
+        canonical_uuid("0" * 35)
 
 
 @pytest.mark.parametrize(
