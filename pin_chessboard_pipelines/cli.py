@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "pin_chessboard_pipelines.observability.exporter",
     "pin_chessboard_pipelines.runtime.commands",
     "pin_chessboard_pipelines.recalc.commands",
+    "pin_chessboard_pipelines.events.commands",
 )
 
 

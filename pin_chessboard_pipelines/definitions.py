@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from pin_chessboard_pipelines.defs.outbox.definitions import definitions as outbox_definitions
 from pin_chessboard_pipelines.defs.recalc.definitions import definitions as recalc_definitions
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 
@@ -12,6 +13,7 @@ from pin_chessboard_pipelines.defs.resources import ChessboardResource
 def build_definitions() -> dg.Definitions:
     domains: list[dg.Definitions] = []
     domains.append(recalc_definitions())
+    domains.append(outbox_definitions())
     return dg.Definitions.merge(
         *domains,
         dg.Definitions(

@@ -79,6 +79,12 @@ class RelayResult:
     seconds: float = 0.0
     last_error: str | None = None
     stopped_early: bool = False  # max_batches / max_seconds / should_stop ended the call
+    failed: bool = False  # the call ended on a failed batch: its rows stay pending
+
+    @property
+    def complete(self) -> bool:
+        """Everything in scope was published (nothing failed or was left by a limit)."""
+        return not (self.failed or self.stopped_early or self.lock_busy)
 
     @property
     def messages_per_second(self) -> float:
@@ -93,6 +99,7 @@ class RelayResult:
             "seconds": round(self.seconds, 3),
             "messagesPerSecond": round(self.messages_per_second, 1),
             "lastError": self.last_error,
+            "complete": self.complete,
         }
 
 
@@ -247,10 +254,11 @@ class OutboxRelay:
             outcome = self._pass(conn, upto, result, max_batches, deadline, stop)
             if outcome == "failed":
                 if deadline is None:
+                    result.failed = True
                     return
                 pause = min(backoff, self.backoff_max) * random.uniform(0.8, 1.2)
                 if time.monotonic() + pause >= deadline or stop():
-                    result.stopped_early = True
+                    result.failed = result.stopped_early = True
                     return
                 log.warning("outbox relay: %s; retrying in %.1fs", result.last_error, pause)
                 _sleep_unless(pause, stop)
@@ -388,7 +396,7 @@ class OutboxRelay:
 
     def _ready_producer(self) -> Producer:
         if not self._topics_ready:
-            ensure_topics(self.bootstrap_servers, timeout=max(1.0, self.message_timeout_ms / 1000))
+            ensure_topics(self.bootstrap_servers, timeout=min(10.0, max(1.0, self.message_timeout_ms / 1000)))
             self._topics_ready = True
         if self._producer is None:
             self._producer = Producer(

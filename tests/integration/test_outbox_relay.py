@@ -358,8 +358,8 @@ def test_purge_deletes_old_published_rows_in_bounded_batches(engine):
     assert left[1]["published_at"] is None
 
 
-def test_backlog_and_lag_queries_for_the_exporter(engine):
-    q = queries("outbox")
+def test_backlog_and_lag_gauges_of_the_exporter_follow_the_relay(engine, kafka_bootstrap):
+    q = queries("metrics")
     with engine.connect() as conn:
         assert conn.execute(q["outbox_backlog"]).scalar_one() == 0
         assert conn.execute(q["outbox_lag_seconds"]).scalar_one() == 0
@@ -370,6 +370,11 @@ def test_backlog_and_lag_queries_for_the_exporter(engine):
     with engine.connect() as conn:
         assert conn.execute(q["outbox_backlog"]).scalar_one() == 2
         assert 89 <= conn.execute(q["outbox_lag_seconds"]).scalar_one() < 200
+    assert pending_summary(engine)["backlog"] == 2
+    relay_pending(engine, kafka_bootstrap)
+    with engine.connect() as conn:
+        assert conn.execute(q["outbox_backlog"]).scalar_one() == 0
+        assert conn.execute(q["outbox_lag_seconds"]).scalar_one() == 0
 
 
 def test_message_value_is_the_compact_payload_json(engine, kafka_bootstrap):

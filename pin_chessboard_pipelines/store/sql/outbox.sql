@@ -1,5 +1,6 @@
 -- The transactional outbox, relay side (chessboard-store.md, "Operational tables" and "Events").
--- Read by events/relay.py and, for the two gauges, by the metrics exporter at scrape time.
+-- Read by events/relay.py and the relay sensor. The exporter's gauges chessboard_outbox_backlog and
+-- chessboard_outbox_lag_seconds are store/sql/metrics.sql: outbox_backlog, outbox_lag_seconds.
 
 -- name: outbox_relay_try_lock
 -- Single active relay: a session-level advisory lock, released on unlock or when the session dies.
@@ -35,19 +36,6 @@ WHERE id = ANY(:ids) AND published_at IS NULL
 
 -- name: outbox_max_pending_id
 SELECT coalesce(max(id), 0) AS max_id FROM chessboard.outbox_messages WHERE published_at IS NULL
-
--- name: outbox_backlog
--- Gauge chessboard_outbox_backlog: rows not yet acknowledged by Kafka (read at scrape time).
-SELECT count(*)::bigint AS value FROM chessboard.outbox_messages WHERE published_at IS NULL
-
--- name: outbox_lag_seconds
--- Gauge chessboard_outbox_lag_seconds: age of the oldest unpublished row, 0 when none is pending.
-SELECT coalesce(
-    (SELECT extract(epoch FROM now() - occurred_at)
-     FROM chessboard.outbox_messages
-     WHERE published_at IS NULL
-     ORDER BY id
-     LIMIT 1), 0)::double precision AS value
 
 -- name: outbox_pending_summary
 -- What the relay sensor looks at: backlog, highest pending id, age of the oldest pending row.

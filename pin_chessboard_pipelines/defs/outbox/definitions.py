@@ -1,0 +1,244 @@
+"""The outbox relay in Dagster: the sweep job, its 5 s sensor, an hourly run that also purges, and
+the freshness check of the events asset.
+
+Thin shells over events/relay.py. The fast path is not here: the jobs that write outbox rows call
+`relay_pending` right after their commit; this job sweeps whatever they left (broker down, a job
+killed between commit and relay, rows written outside a job).
+"""
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import dagster as dg
+from pydantic import Field
+
+from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.events.relay import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MESSAGE_TIMEOUT_MS,
+    OutboxRelay,
+    RelayResult,
+    pending_summary,
+    purge_published,
+)
+
+JOB_NAME = "outbox_relay"
+OP_NAME = "relay_outbox"
+SENSOR_NAME = "outbox_relay_sensor"
+PURGE_SCHEDULE_NAME = "outbox_relay_and_purge_hourly"
+SINGLETON_TAG = "pin/singleton"
+SINGLETON_VALUE = "outbox-relay"
+TICK_SECONDS = 5
+DEFAULT_TIME_BUDGET_SECONDS = 60.0
+# Rows younger than this are the fast path's: a sweep for them would only find the lock busy.
+FAST_PATH_GRACE_SECONDS = 2.0
+LAG_CHECK = "outbox_lag_within_slo"
+LAG_SLO_SECONDS = 300.0  # seed 004: consumer lag < 5 min after the hand-over
+
+EVENTS = dg.AssetSpec(
+    "pin_chessboard_events",
+    description=(
+        "The pin.chessboard.*.v1 Kafka topics (chessboard-store.md, 'Events'), fed by the outbox relay "
+        "from chessboard.outbox_messages."
+    ),
+    group_name="outbox",
+    kinds={"kafka", "postgres"},
+)
+
+IN_PROGRESS = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+class OutboxRelayConfig(dg.Config):
+    until_empty: bool = Field(
+        default=False,
+        description="Keep publishing (and wait for a busy relay) until no pending row is left.",
+    )
+    time_budget_seconds: float = Field(
+        default=DEFAULT_TIME_BUDGET_SECONDS,
+        description="Stop after this many seconds; failures are retried with backoff within it.",
+    )
+    batch_size: int = Field(default=DEFAULT_BATCH_SIZE, ge=1, le=100_000)
+    message_timeout_ms: int = Field(
+        default=DEFAULT_MESSAGE_TIMEOUT_MS,
+        ge=100,
+        description="How long the producer tries to deliver a message before the batch counts as failed.",
+    )
+    purge: bool = Field(default=True, description="Purge published rows older than the retention.")
+    bootstrap_servers: str | None = Field(
+        default=None, description="Overrides KAFKA_BOOTSTRAP_SERVERS for this run."
+    )
+
+
+@contextmanager
+def _graceful_interrupts() -> Iterator[Callable[[], bool]]:
+    """Run termination stops the relay between batches; acknowledged rows are still marked."""
+    try:
+        from dagster._utils.interrupts import capture_interrupts, check_captured_interrupt
+    except ImportError:  # pragma: no cover - a Dagster without the helper: interrupts stay abrupt
+        yield lambda: False
+        return
+    with capture_interrupts():
+        yield check_captured_interrupt
+
+
+def _metadata(result: RelayResult, purged: int, backlog: dict[str, float]) -> dict[str, dg.MetadataValue]:
+    return {
+        "published": dg.MetadataValue.int(result.published),
+        "batches": dg.MetadataValue.int(result.batches),
+        "failed_attempts": dg.MetadataValue.int(result.failed_attempts),
+        "messages_per_second": dg.MetadataValue.float(round(result.messages_per_second, 1)),
+        "duration_seconds": dg.MetadataValue.float(round(result.seconds, 3)),
+        "purged": dg.MetadataValue.int(purged),
+        "backlog": dg.MetadataValue.int(int(backlog["backlog"])),
+        "oldest_pending_age_seconds": dg.MetadataValue.float(round(backlog["oldest_age_seconds"], 3)),
+        "lock_busy": dg.MetadataValue.bool(result.lock_busy),
+        "summary": dg.MetadataValue.json(
+            {**result.as_dict(), "purged": purged, "backlog": int(backlog["backlog"])}
+        ),
+    }
+
+
+@dg.op(name=OP_NAME, out=dg.Out(dg.Nothing))
+def relay_outbox(
+    context: dg.OpExecutionContext, config: OutboxRelayConfig, chessboard: ChessboardResource
+) -> dg.Output:
+    """Publishes pending outbox rows to Kafka, then purges old published rows."""
+    settings = chessboard.settings
+    engine = chessboard.engine
+    bootstrap = config.bootstrap_servers or settings.kafka_bootstrap_servers
+    # one delivery attempt never outlasts the run's time budget
+    message_timeout_ms = max(100, min(config.message_timeout_ms, int(config.time_budget_seconds * 1000)))
+    with (
+        _graceful_interrupts() as interrupted,
+        OutboxRelay(
+            engine, bootstrap, batch_size=config.batch_size, message_timeout_ms=message_timeout_ms
+        ) as relay,
+    ):
+        result = relay.relay_pending(
+            until_empty=config.until_empty,
+            max_seconds=config.time_budget_seconds,
+            wait_for_lock=config.until_empty,
+            should_stop=interrupted,
+        )
+        cancelled = result.stopped_early and interrupted()
+    purged = purge_published(engine, settings.outbox_retention_seconds) if config.purge else 0
+    backlog = pending_summary(engine)
+    metadata = _metadata(result, purged, backlog)
+    context.log.info(f"outbox relay: {json.dumps(result.as_dict())}, purged {purged}")
+    if result.published or result.failed_attempts:
+        context.log_event(dg.AssetObservation(asset_key=EVENTS.key, metadata=metadata))
+    if cancelled:
+        from dagster._core.errors import DagsterExecutionInterruptedError
+
+        raise DagsterExecutionInterruptedError()
+    if result.failed:
+        raise dg.Failure(
+            description=f"the broker did not acknowledge {int(backlog['backlog'])} pending row(s): {result.last_error}",
+            metadata=metadata,
+        )
+    if result.lock_busy and config.until_empty:
+        raise dg.Failure(
+            description="another relay held the lock for the whole time budget", metadata=metadata
+        )
+    return dg.Output(None, metadata=metadata)
+
+
+@dg.job(
+    name=JOB_NAME,
+    description="Outbox relay: publishes chessboard.outbox_messages rows to the pin.chessboard topics.",
+    executor_def=dg.in_process_executor,
+    tags={SINGLETON_TAG: SINGLETON_VALUE},
+)
+def outbox_relay() -> None:
+    relay_outbox()
+
+
+@dg.sensor(
+    name=SENSOR_NAME,
+    job_name=JOB_NAME,
+    minimum_interval_seconds=TICK_SECONDS,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Every 5 s: requests a relay run when rows the fast path left are pending and none runs.",
+)
+def outbox_relay_sensor(
+    context: dg.SensorEvaluationContext, chessboard: ChessboardResource
+) -> dg.SensorResult | dg.SkipReason:
+    summary = pending_summary(chessboard.engine)
+    backlog, age = int(summary["backlog"]), summary["oldest_age_seconds"]
+    if backlog == 0:
+        return dg.SkipReason("no pending outbox rows")
+    if age < FAST_PATH_GRACE_SECONDS:
+        return dg.SkipReason(f"{backlog} pending row(s), the oldest {age:.1f}s old: left to the fast path")
+    active = context.instance.get_runs(
+        filters=dg.RunsFilter(job_name=JOB_NAME, statuses=IN_PROGRESS), limit=1
+    )
+    if active:
+        return dg.SkipReason(
+            f"{backlog} pending row(s); relay run {active[0].run_id} is {active[0].status.value}"
+        )
+    run_key = f"outbox-relay:{int(time.time() * 1000)}"
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(run_key=run_key, tags={SINGLETON_TAG: SINGLETON_VALUE})],
+        cursor=json.dumps(
+            {
+                "lastRunKey": run_key,
+                "backlog": backlog,
+                "maxPendingId": int(summary["max_id"]),
+                "oldestAgeSeconds": round(age, 3),
+            }
+        ),
+    )
+
+
+# The sensor only runs the job when rows are pending; this run also purges on quiet days.
+outbox_relay_and_purge_hourly = dg.ScheduleDefinition(
+    name=PURGE_SCHEDULE_NAME,
+    job=outbox_relay,
+    cron_schedule="41 * * * *",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+)
+
+
+@dg.asset_check(
+    asset=EVENTS.key,
+    name=LAG_CHECK,
+    description="The oldest outbox row not yet on Kafka is younger than 5 minutes.",
+)
+def outbox_lag_check(chessboard: ChessboardResource) -> dg.AssetCheckResult:
+    summary = pending_summary(chessboard.engine)
+    age = summary["oldest_age_seconds"]
+    passed = age < LAG_SLO_SECONDS
+    return dg.AssetCheckResult(
+        passed=passed,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=None if passed else f"the oldest pending outbox row is {age:.0f}s old",
+        metadata={
+            "backlog": dg.MetadataValue.int(int(summary["backlog"])),
+            "oldest_pending_age_seconds": dg.MetadataValue.float(round(age, 3)),
+        },
+    )
+
+
+outbox_lag_check_job = dg.define_asset_job(
+    "outbox_lag_check",
+    selection=dg.AssetSelection.checks_for_assets(EVENTS.key),
+    description="Runs the freshness check of the outbox relay.",
+)
+
+
+def definitions() -> dg.Definitions:
+    return dg.Definitions(
+        assets=[EVENTS],
+        asset_checks=[outbox_lag_check],
+        jobs=[outbox_relay, outbox_lag_check_job],
+        sensors=[outbox_relay_sensor],
+        schedules=[outbox_relay_and_purge_hourly],
+    )
