@@ -31,6 +31,18 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     reset.add_argument("--project-id", required=True, type=_uuid, help="PIN id of the project")
     reset.set_defaults(func=_reset_poison)
 
+    status = commands.add_parser("status", help="the recalc queue, optionally until it is drained")
+    status.add_argument(
+        "--wait",
+        type=float,
+        metavar="SECONDS",
+        help="poll until no row is pending (poison rows aside); exit 1 if still pending after SECONDS",
+    )
+    status.add_argument(
+        "--projects", type=int, default=0, metavar="N", help="also show N projects' aggregates"
+    )
+    status.set_defaults(func=_status)
+
     audit = commands.add_parser("audit", help="list aggregate divergences; exit 1 if any")
     audit.add_argument("--project-id", type=_uuid, help="PIN id of one project (default: all)")
     audit.set_defaults(func=_audit)
@@ -128,6 +140,54 @@ def _queue_json(row: dict[str, Any]) -> dict[str, Any]:
         "attemptCount": row["attempt_count"],
         "lastError": row["last_error"],
     }
+
+
+def _status(args: argparse.Namespace) -> int:
+    import time
+
+    from pin_chessboard_pipelines.recalc.queue import aggregates_sample, queue_status
+
+    settings, engine = _store()
+    poison = settings.recalc_poison_attempts
+
+    def read():
+        with engine.connect() as conn:
+            return queue_status(conn, poison)
+
+    status = read()
+    print(_status_line(status), flush=True)
+    code = EXIT_OK
+    if args.wait is not None:
+        deadline = time.monotonic() + args.wait
+        while status.pending and time.monotonic() < deadline:
+            time.sleep(0.5)
+            current = read()
+            if current != status:
+                print(_status_line(current), flush=True)
+            status = current
+        code = EXIT_OK if not status.pending else EXIT_FAILED
+    if args.projects > 0:
+        with engine.connect() as conn:
+            rows = aggregates_sample(conn, args.projects)
+        print(
+            f"{'project':<40} {'status':<10} {'free/total':>11} {'price min..max':>27} {'layouts':>7} {'v':>3}"
+        )
+        for row in rows:
+            price = "-" if row["price_min"] is None else f"{row['price_min']}..{row['price_max']}"
+            print(
+                f"{row['name'][:40]:<40} {row['status']:<10} {row['free']:>5}/{row['total']:<5} "
+                f"{price:>27} {row['layouts']:>7} {row['version']:>3}"
+            )
+    _print_json(status.as_dict())
+    return code
+
+
+def _status_line(status) -> str:
+    next_due = "-" if status.next_due_at is None else status.next_due_at.isoformat(timespec="seconds")
+    return (
+        f"recalc queue: {status.depth} row(s), {status.due} due, {status.poison} poison, "
+        f"{status.requested} coalesced request(s), next due at {next_due}"
+    )
 
 
 def _audit(args: argparse.Namespace) -> int:

@@ -29,6 +29,49 @@ def due_summary(conn: Connection, poison_attempts: int) -> DueSummary:
     return DueSummary(due=int(row["due"]), poison=int(row["poison"]), oldest_due_at=row["oldest_due_at"])
 
 
+@dataclass(frozen=True)
+class QueueStatus:
+    depth: int  # rows in the queue
+    due: int  # due rows the drain would take now
+    poison: int  # rows kept for the runbook
+    next_due_at: datetime | None
+    requested: int  # Σ RequestedCount of the queued rows
+
+    @property
+    def pending(self) -> int:
+        """Rows a drain will still process (poison rows wait for the runbook)."""
+        return self.depth - self.poison
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "queueDepth": self.depth,
+            "due": self.due,
+            "poison": self.poison,
+            "nextDueAt": None if self.next_due_at is None else self.next_due_at.isoformat(),
+            "requestedEvents": self.requested,
+        }
+
+
+def queue_status(conn: Connection, poison_attempts: int) -> QueueStatus:
+    row = (
+        conn.execute(queries("recalc")["queue_status"], {"poison_attempts": poison_attempts}).mappings().one()
+    )
+    return QueueStatus(
+        depth=int(row["depth"]),
+        due=int(row["due"]),
+        poison=int(row["poison"]),
+        next_due_at=row["next_due_at"],
+        requested=int(row["requested"]),
+    )
+
+
+def aggregates_sample(conn: Connection, limit: int) -> list[dict[str, Any]]:
+    """The largest live projects with their stored aggregates."""
+    return [
+        dict(row) for row in conn.execute(queries("recalc")["aggregates_sample"], {"limit": limit}).mappings()
+    ]
+
+
 def poison_rows(conn: Connection, poison_attempts: int) -> list[dict[str, Any]]:
     return [
         dict(row)

@@ -109,3 +109,36 @@ def test_drain_runs_the_job_through_the_instance(cli_env, engine, capsys):
     assert main(["recalc", "drain"]) == 0
     assert main(["recalc", "audit"]) == 0
     assert capsys.readouterr().out.strip().endswith("0 divergence(s) in all live projects")
+
+
+def test_status_waits_while_the_queue_drains(cli_env, engine, capsys):
+    import threading
+
+    from pin_chessboard_pipelines.recalc.drain import drain
+
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        projects = [standard_project(b, name=f"Project {i}") for i in range(2)]
+        for p in projects:
+            b.request(p)
+    drainer = threading.Timer(0.3, lambda: drain(engine))
+    drainer.start()
+    try:
+        assert main(["recalc", "status", "--wait", "20", "--projects", "2"]) == 0
+    finally:
+        drainer.join()
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0].startswith("recalc queue: 2 row(s)")
+    assert any(line.startswith("recalc queue: 0 row(s)") for line in out)
+    assert any(
+        line.startswith("Project 0") and "4/6" in line and "4500000.50..7000000" in line for line in out
+    )
+    assert json.loads(out[-1])["queueDepth"] == 0
+
+
+def test_status_wait_times_out_on_rows_not_yet_due(cli_env, engine, capsys):
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        b.request(standard_project(b), due_in_seconds=3600)
+    assert main(["recalc", "status", "--wait", "0.5"]) == 1
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["queueDepth"] == 1

@@ -291,3 +291,23 @@ SELECT entity, id, project_id, field, stored::text AS stored, expected::text AS 
 FROM divergences
 WHERE stored IS DISTINCT FROM expected
 ORDER BY project_id, entity, id, field
+
+-- name: queue_status
+-- `recalc status`: the queue at a glance.
+SELECT count(*) AS depth,
+       count(*) FILTER (WHERE due_at <= now() AND attempt_count < :poison_attempts) AS due,
+       count(*) FILTER (WHERE attempt_count >= :poison_attempts) AS poison,
+       min(due_at) FILTER (WHERE attempt_count < :poison_attempts) AS next_due_at,
+       coalesce(sum(requested_count), 0) AS requested
+FROM chessboard.project_recalc_requests
+
+-- name: aggregates_sample
+-- `recalc status --projects N`: the largest live projects with their aggregates.
+SELECT p.id, p.name, p.status, p.property_objects_total_count AS total, p.property_objects_free_count AS free,
+       p.price_min, p.price_max, p.version,
+       (SELECT count(*) FROM chessboard.layout_groups g WHERE g.project_id = p.id) AS layout_groups,
+       (SELECT count(*) FROM chessboard.layouts l WHERE l.project_id = p.id AND l.deleted_at IS NULL) AS layouts
+FROM chessboard.projects p
+WHERE p.deleted_at IS NULL AND p.status <> 'Archived'
+ORDER BY p.property_objects_total_count DESC, p.name, p.id
+LIMIT :limit
