@@ -13,6 +13,10 @@ from pin_chessboard_pipelines.settings import Settings
 
 DEMO_STEPS: list[tuple[str, list[str]]] = [
     ("the chessboard store schema", ["db", "upgrade"]),
+    # project-aggregates-recalc, after the import: the daemon's sensor drains the queue as rows
+    # come due (debounce), then the stored aggregates are checked against count/min/max.
+    ("the recalc queue draining", ["recalc", "status", "--wait", "180", "--projects", "5"]),
+    ("the aggregates against their formulas", ["recalc", "audit"]),
 ]
 
 
