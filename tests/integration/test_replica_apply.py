@@ -19,6 +19,7 @@ from pin_chessboard_pipelines.errors import (
     SYNC_STATUS_CONFLICT,
     SYNC_VALIDATION_FAILED,
 )
+from pin_chessboard_pipelines.events.outbox import OutboxEvent
 from pin_chessboard_pipelines.observability.metrics import (
     IMPORT_FAILED_ITEMS,
     SYNC_UNKNOWN_ENUM,
@@ -316,6 +317,36 @@ def test_create_path_rows_events_and_recalc(engine, make_ctx):
         "TalentSync",
     )
     assert request["requested_count"] == 5  # project, building, layout group, layout, objects
+
+
+def test_outbox_rows_have_the_outbox_event_layout(engine, make_ctx):
+    """The apply path COPYs its outbox rows: they must be what events/outbox.write_outbox writes."""
+    ctx = make_ctx(correlation_id='corr "quoted" \\ back\tslash')
+    tree = Tree()
+    tree.apply_parents(engine, ctx)
+    apply(engine, "propertyObject", [tree.obj("1-1-1", "Sold")], ctx)
+    written = rows(engine, "SELECT * FROM chessboard.outbox_messages ORDER BY id")
+    assert len(written) == 8
+    assert len({r["message_id"] for r in written}) == 8
+    for row in written:
+        event_type = row["headers"]["eventType"]
+        expected = OutboxEvent(
+            event_type,
+            row["message_key"],
+            row["payload"],
+            ctx.correlation_id,
+            message_id=row["message_id"],
+            occurred_at=row["occurred_at"],
+        ).row()
+        assert row["message_id"].version == 4
+        assert {k: row[k] for k in expected if k != "headers"} == {
+            k: v for k, v in expected.items() if k != "headers"
+        }
+        headers = dict(row["headers"])
+        assert datetime.fromisoformat(headers.pop("occurredAt")) == row["occurred_at"]
+        expected["headers"].pop("occurredAt")
+        assert headers == expected["headers"]
+        assert row["published_at"] is None
 
 
 def test_reapply_same_batch_is_a_no_op(engine, make_ctx):
