@@ -111,9 +111,15 @@ def drain(
     correlation_id: str | None = None,
     handbook: Handbook | None = None,
     logger: logging.Logger | logging.LoggerAdapter = log,
+    run_log: Any = None,
 ) -> DrainResult:
     """Drains due rows until none is left (rows that failed in this drain wait for the next one),
-    the time budget is spent, or `should_stop()` says so. Returns what happened."""
+    the time budget is spent, or `should_stop()` says so. Returns what happened.
+
+    `logger` gets the per-project lines; `run_log` (default: `logger`) the batch lines, failures
+    and poison alerts, e.g. a Dagster run's log, which stores each line as an event.
+    """
+    run_log = run_log or logger
     correlation_id = correlation_id or str(uuid.uuid4())
     started = time.monotonic()
     deadline = None if time_budget_seconds is None else started + time_budget_seconds
@@ -138,7 +144,7 @@ def drain(
                     result.stopped = "empty"
                     break
                 result.batches += 1
-                logger.info(
+                run_log.info(
                     "recalc_batch_started size=%d batch=%d correlation_id=%s",
                     len(batch),
                     result.batches,
@@ -154,6 +160,7 @@ def drain(
                         handbook=handbook,
                         correlation_id=correlation_id,
                         logger=logger,
+                        alerts=run_log,
                     )
                     _count(result, outcome, failed_here)
                     if conn.invalidated:  # the connection died: take a fresh one for the next batch
@@ -190,8 +197,10 @@ def process_project(
     handbook: Handbook,
     correlation_id: str,
     logger: logging.Logger | logging.LoggerAdapter = log,
+    alerts: Any = None,
 ) -> ProjectOutcome:
     """One project = one transaction; a failure is rolled back and booked separately."""
+    alerts = alerts or logger
     started = time.perf_counter()
     for attempt in range(TRANSIENT_RETRIES + 1):
         try:
@@ -201,13 +210,13 @@ def process_project(
             if _is_transient(error) and attempt < TRANSIENT_RETRIES and not conn.invalidated:
                 logger.info("project_recalc_retry project_id=%s sqlstate=%s", project_id, _sqlstate(error))
                 continue
-            return _book_failure(conn, project_id, error, started, poison_attempts, logger)
+            return _book_failure(conn, project_id, error, started, poison_attempts, logger, alerts)
         except Exception as error:  # noqa: BLE001 - any failure of one project must not stop the batch
-            return _book_failure(conn, project_id, error, started, poison_attempts, logger)
+            return _book_failure(conn, project_id, error, started, poison_attempts, logger, alerts)
     outcome.duration_seconds = time.perf_counter() - started
     if outcome.lag_seconds is not None:
         outcome.lag_seconds += outcome.duration_seconds
-    _observe(outcome, logger)
+    _observe(outcome, logger, alerts)
     return outcome
 
 
@@ -273,6 +282,7 @@ def _book_failure(
     started: float,
     poison_attempts: int,
     logger: logging.Logger | logging.LoggerAdapter,
+    alerts: Any,
 ) -> ProjectOutcome:
     """AttemptCount += 1 and LastError in a transaction of their own; DueAt stays."""
     message = _error_text(error)
@@ -286,7 +296,7 @@ def _book_failure(
                 {"project_id": str(project_id), "error": message[:LAST_ERROR_MAX]},
             ).scalar()
     except Exception as booking_error:  # noqa: BLE001 - the store is down: the row simply stays
-        logger.error("project_recalc_failure_not_recorded project_id=%s error=%s", project_id, booking_error)
+        alerts.error("project_recalc_failure_not_recorded project_id=%s error=%s", project_id, booking_error)
     outcome = ProjectOutcome(
         project_id,
         "failed",
@@ -295,11 +305,11 @@ def _book_failure(
         error=message,
         poisoned=attempt_count is not None and attempt_count >= poison_attempts,
     )
-    _observe(outcome, logger)
+    _observe(outcome, logger, alerts)
     return outcome
 
 
-def _observe(outcome: ProjectOutcome, logger: logging.Logger | logging.LoggerAdapter) -> None:
+def _observe(outcome: ProjectOutcome, logger: logging.Logger | logging.LoggerAdapter, alerts: Any) -> None:
     """The seed's logs and metrics for one project."""
     if outcome.result == "taken":
         return
@@ -328,7 +338,7 @@ def _observe(outcome: ProjectOutcome, logger: logging.Logger | logging.LoggerAda
         logger.info("project_skipped_archived project_id=%s", outcome.project_id)
     else:
         metrics.RECALC_RUNS.labels(result="error").inc()
-        logger.warning(
+        alerts.warning(
             "project_recalc_failed project_id=%s attempt_count=%s error=%s",
             outcome.project_id,
             outcome.attempt_count,
@@ -336,7 +346,7 @@ def _observe(outcome: ProjectOutcome, logger: logging.Logger | logging.LoggerAda
         )
         if outcome.poisoned:
             metrics.RECALC_POISON.inc()
-            logger.error(
+            alerts.error(
                 "%s project_id=%s attempt_count=%d: the drain skips this row until "
                 "`pin-chessboard recalc reset-poison --project-id %s`",
                 RECALC_POISON,

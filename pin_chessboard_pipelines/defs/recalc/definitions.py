@@ -132,12 +132,11 @@ def drain_recalc_queue(
             time_budget_seconds=budget,
             should_stop=interrupted,
             correlation_id=context.run_id,
+            run_log=context.log,  # batches, failures, poison; per-project lines stay in the Python log
         )
     context.log.info(f"recalc drain: {json.dumps(result.summary())}")
     with chessboard.engine.connect() as conn:
         poison = poison_rows(conn, settings.recalc_poison_attempts)
-    for project_id in result.poisoned:
-        context.log.error(f"{RECALC_POISON}: project {project_id} reached the poison threshold")
     context.log_event(_poison_evaluation(poison))
     if result.processed or result.failed:
         context.log_event(dg.AssetObservation(asset_key=AGGREGATES.key, metadata=_metadata(result)))
