@@ -23,13 +23,11 @@ from sqlalchemy.engine import Connection
 
 from pin_chessboard_pipelines.errors import EXIT_FAILED, IMPORT_DISABLED, ChessboardError, Refused
 from pin_chessboard_pipelines.observability.metrics import (
-    IMPORT_FAILED_ITEMS,
     IMPORT_ITEMS,
     IMPORT_PAGE_DURATION,
     IMPORT_PAGES,
     IMPORT_RUNNING,
     IMPORT_THROUGHPUT,
-    SYNC_UNKNOWN_ENUM,
 )
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult, DryRunState, apply_snapshots
 from pin_chessboard_pipelines.settings import Settings
@@ -615,18 +613,10 @@ class _StageWork:
             count = getattr(result, name)
             if count:
                 IMPORT_ITEMS.labels(aggregate, name).inc(count)
-        if result.failed:
-            IMPORT_FAILED_ITEMS.inc(result.failed)
-        for enum, value in result.unknown_enums:
-            SYNC_UNKNOWN_ENUM.labels(enum, value).inc()
-        fields = session._fields(stage.name, page.page_no)
-        for enum, value in result.unknown_enums:
-            log.warning("unknown-enum %s enum=%s value=%r fallback applied", fields, enum, value)
-        for external_id, code in result.quarantined:
-            log.warning("item-quarantined %s external_id=%s error_code=%s", fields, external_id, code)
+        # quarantined items and unknown enum values are logged and counted by the apply path
         log.info(
             "page-applied %s scope=%s items=%d items_applied=%d items_skipped=%d items_failed=%d events=%d ms=%.0f",
-            fields,
+            session._fields(stage.name, page.page_no),
             page.scope or "all",
             planned,
             result.applied,
