@@ -35,6 +35,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pin_chessboard_pipelines.recalc.audit import audit  # noqa: E402
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason  # noqa: E402
 from pin_chessboard_pipelines.recalc.drain import DrainResult, drain  # noqa: E402
 from pin_chessboard_pipelines.recalc.enqueue import enqueue_recalc  # noqa: E402
@@ -179,6 +180,37 @@ def bench_drain(engine: sa.Engine, args: argparse.Namespace) -> None:
     print(
         f"  per project ({args.objects} objects): p50 {_pct(durations, 0.5) * 1000:.2f} ms, "
         f"p99 {_pct(durations, 0.99) * 1000:.2f} ms"
+    )
+
+    # steady state: one object per project changed status, every project dirty again
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "UPDATE chessboard.property_objects SET status = CASE status WHEN 'Free' THEN 'Sold' "
+                "ELSE 'Free' END WHERE number = '1'"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO chessboard.project_recalc_requests (project_id, tenant_id, due_at, "
+                "first_requested_at, requested_count, last_reason) "
+                "SELECT id, tenant_id, now(), now(), 1, 'PropertyObjectStatusChanged' FROM chessboard.projects"
+            )
+        )
+    results, elapsed = drain_in_workers(engine, args.workers, args.batch_size)
+    done = sum(r.recalculated for r in results)
+    durations = [d for r in results for d in r.durations]
+    rate = done / elapsed
+    print(
+        f"drain, one object edited per project: {done} projects in {elapsed:.2f} s -> {rate:.0f} projects/s; "
+        f"p50 {_pct(durations, 0.5) * 1000:.2f} ms, p99 {_pct(durations, 0.99) * 1000:.2f} ms; "
+        f"{sum(sum(r.republished.values()) for r in results)} events"
+    )
+    started = time.perf_counter()
+    with engine.connect() as conn:
+        divergences = audit(conn)
+    print(
+        f"audit of {args.projects} projects: {len(divergences)} divergence(s) in {time.perf_counter() - started:.2f} s"
     )
 
 
