@@ -6,9 +6,14 @@ quarantine rows, outbox events and one debounced recalc request per touched proj
 
 Per batch a constant number of statements (store/sql/replica.sql): the current rows of the batch's
 ids, one query per parent table, the live-number holders (property objects), one multi-row upsert,
-then one insert each for quarantine rows and outbox rows and one `enqueue_recalc`. A batch that
-holds one Talent id more than once is applied in rounds (first occurrences, then second ones, ...),
-so it gives what applying the items one by one would.
+then one INSERT of the quarantine rows, one COPY of the outbox rows and one `enqueue_recalc`.
+Column values go as one array literal per column (`unnest`), never one round trip per row. A batch
+that holds one Talent id more than once is applied in rounds (first occurrences, then second ones,
+...), so it gives what applying the items one by one would.
+
+Metrics and warnings: quarantined items (chessboard_import_failed_items_total, `item-quarantined`),
+unknown enum values and unresolved references of applied items (their counters and warnings). A
+DryRun logs the same lines but moves no counter: nothing was stored.
 
 Concurrency: the upsert repeats the version guard, so two writers of one entity never regress it;
 a row that a concurrent writer advanced in between counts as skipped. Two concurrent batches may
@@ -243,6 +248,7 @@ _TOPICS = {event_type: topic_of(event_type) for event_type in EVENT_TYPES}
 
 @dataclass
 class _Quarantine:
+    position: int  # in the batch: quarantine rows are written in batch order
     raw: Any
     external_id: str | None
     code: str
@@ -261,10 +267,9 @@ class _Batch:
     events: list[_Event] = field(default_factory=list)
     touched: dict[str, str] = field(default_factory=dict)  # project PIN id -> tenant id
 
-    def reject(self, raw: Any, external_id: str | None, code: str, message: str) -> None:
-        self.quarantine.append(_Quarantine(raw, external_id, code, message[:ERROR_MESSAGE_LIMIT]))
+    def reject(self, position: int, raw: Any, external_id: str | None, code: str, message: str) -> None:
+        self.quarantine.append(_Quarantine(position, raw, external_id, code, message[:ERROR_MESSAGE_LIMIT]))
         self.result.failed += 1
-        self.result.quarantined.append((external_id, code))
 
 
 def apply_snapshots(
@@ -277,12 +282,12 @@ def apply_snapshots(
     if not items:
         return batch.result
     items_: list[_Item] = []
-    for raw in items:
+    for position, raw in enumerate(items):
         parsed = parse_snapshot(entity, raw, ctx.handbook)
         if isinstance(parsed, SnapshotError):
-            batch.reject(raw, parsed.external_id, parsed.code, parsed.message)
+            batch.reject(position, raw, parsed.external_id, parsed.code, parsed.message)
         else:
-            items_.append(_Item(parsed, raw))
+            items_.append(_Item(position, parsed, raw))
     if ctx.dry_run:
         state = _dry_state(ctx)
         with state.lock:
@@ -342,6 +347,7 @@ def apply_tombstones(
 
 @dataclass
 class _Item:
+    position: int  # in the batch
     record: TalentRecord
     raw: Any
     values: dict[str, Any] = field(default_factory=dict)  # upsert parameters
@@ -387,6 +393,7 @@ def _apply_round(conn: Connection, batch: _Batch, items: list[_Item], state: Dry
             and old["status_source"] != TALENT_SYNC
         ):
             batch.reject(
+                item.position,
                 item.raw,
                 item.talent_id,
                 SYNC_STATUS_CONFLICT,
@@ -419,6 +426,7 @@ def _with_parents(
     parent = parents.get(values[_PARENT_COLUMN[spec.parent]])
     if parent is None:
         batch.reject(
+            item.position,
             item.raw,
             item.talent_id,
             SYNC_PARENT_NOT_FOUND,
@@ -434,6 +442,7 @@ def _with_parents(
     talent_extra = record.parents[spec.extra_parent]
     if extra is None:
         batch.reject(
+            item.position,
             item.raw,
             item.talent_id,
             SYNC_PARENT_NOT_FOUND,
@@ -442,6 +451,7 @@ def _with_parents(
         return False
     if extra["project_id"] != values["project_id"]:
         batch.reject(
+            item.position,
             item.raw,
             item.talent_id,
             SYNC_PARENT_MISMATCH,
@@ -479,6 +489,7 @@ def _live_numbers(
         holder = taken.get(key)
         if live and holder is not None and holder != own:
             batch.reject(
+                item.position,
                 item.raw,
                 own,
                 SYNC_DUPLICATE_NUMBER,
@@ -614,6 +625,8 @@ def _parent_rows(
 
 def _finish(conn: Connection, batch: _Batch) -> None:
     ctx, result = batch.ctx, batch.result
+    batch.quarantine.sort(key=lambda q: q.position)
+    result.quarantined = [(q.external_id, q.code) for q in batch.quarantine]
     for q in batch.quarantine:
         _log(
             logging.WARNING,

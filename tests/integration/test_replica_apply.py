@@ -706,6 +706,60 @@ def _run(engine, ctx, stages, page_size=7) -> dict[str, tuple[int, int, int, int
     return totals
 
 
+REPLICA_STATE_SQL = {
+    table: f"SELECT * FROM chessboard.{table} ORDER BY id" for table in ENTITY_TABLES.values()
+}
+VOLATILE_COLUMNS = ("created_at", "updated_at", "last_synced_at")
+
+
+def _replica_state(engine) -> dict:
+    state = {
+        table: [{k: v for k, v in r.items() if k not in VOLATILE_COLUMNS} for r in rows(engine, sql)]
+        for table, sql in REPLICA_STATE_SQL.items()
+    }
+    state["events"] = [
+        (e["topic"], e["message_key"], e["payload"])
+        for e in rows(
+            engine, "SELECT topic, message_key, payload FROM chessboard.outbox_messages ORDER BY id"
+        )
+    ]
+    state["quarantine"] = rows(
+        engine,
+        "SELECT stage, external_id, error_code, error_message, payload "
+        "FROM chessboard.talent_import_failed_items ORDER BY id",
+    )
+    state["recalc"] = rows(
+        engine, "SELECT project_id, tenant_id FROM chessboard.project_recalc_requests ORDER BY 1"
+    )
+    return state
+
+
+def test_batch_boundaries_do_not_change_the_result(engine, make_ctx):
+    """A page of the import and one message at a time of the streaming sync give the same replica."""
+    spec = DatasetSpec(
+        objects_per_project=30,
+        poison_every=7,
+        unknown_enum_every=5,
+        deleted_every=4,
+        unknown_reference_every=2,
+    )
+    stages = _stage_items(spec)
+    _run(engine, make_ctx(), stages, page_size=1000)
+    paged = _replica_state(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "TRUNCATE chessboard.property_objects, chessboard.layouts, chessboard.layout_groups, "
+                "chessboard.buildings, chessboard.projects, chessboard.developers, chessboard.outbox_messages, "
+                "chessboard.talent_import_failed_items, chessboard.project_recalc_requests"
+            )
+        )
+    _run(engine, make_ctx(run_id=None), stages, page_size=1)
+    one_by_one = _replica_state(engine)
+    assert paged["property_objects"] and paged["quarantine"]
+    assert one_by_one == paged
+
+
 def test_dry_run_writes_nothing_and_counts_like_a_real_run(engine, make_ctx):
     spec = DatasetSpec(
         developers=2,
