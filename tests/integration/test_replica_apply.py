@@ -349,6 +349,37 @@ def test_outbox_rows_have_the_outbox_event_layout(engine, make_ctx):
         assert row["published_at"] is None
 
 
+AWKWARD_TEXT = [
+    'quote " inside',
+    "back\\slash \\N",
+    "{braces},comma",
+    "NULL",
+    "  spaced  ",
+    "it's",
+    "tab\there\nnewline",
+    "эмодзи 🏠 и ё",
+    "\u2028line separator",
+]
+
+
+def test_awkward_text_survives_the_array_literals_and_the_outbox_copy(engine, make_ctx):
+    ctx = make_ctx()
+    developers = [{"id": tid(), "version": 1, "name": name} for name in AWKWARD_TEXT]
+    assert apply(engine, "developer", developers, ctx).applied == len(AWKWARD_TEXT)
+    stored = {r["external_talent_id"]: r["name"] for r in rows(engine, "SELECT * FROM chessboard.developers")}
+    assert stored == {uuid.UUID(d["id"]): d["name"] for d in developers}
+    assert [e["payload"]["name"] for e in outbox(engine)] == AWKWARD_TEXT
+    tree = Tree()
+    tree.developer = developers[0]
+    tree.project["developerId"] = developers[0]["id"]
+    tree.apply_parents(engine, ctx, with_developer=False)
+    numbers = ['1"2', "3\\4", "{5}", "NULL", "6,7"]
+    assert apply(engine, "propertyObject", [tree.obj(n) for n in numbers], ctx).applied == len(numbers)
+    assert sorted(
+        r["number"] for r in rows(engine, "SELECT number FROM chessboard.property_objects")
+    ) == sorted(numbers)
+
+
 def test_reapply_same_batch_is_a_no_op(engine, make_ctx):
     ctx = make_ctx()
     tree = Tree()

@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pin_chessboard_pipelines.errors import SYNC_UNKNOWN_REFERENCE, SYNC_VALIDATION_FAILED
 from pin_chessboard_pipelines.events.payloads import Handbook
@@ -412,3 +414,32 @@ def test_simulator_poison_is_detected():
     assert errors and all(isinstance(e, SnapshotError) for e in errors)
     projects = [parse_snapshot("project", raw, HANDBOOK) for raw in dataset.iter_items(spec, "projects")]
     assert all(isinstance(p, TalentRecord) and p.unresolved_references for p in projects)
+
+
+JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=40)
+)
+JSON_VALUES = st.recursive(
+    JSON_SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+)
+FIELD_NAMES = sorted({name for names in (*REQUIRED.values(), *OPTIONAL.values()) for name in names})
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    entity=st.sampled_from(list(VALID)),
+    changes=st.dictionaries(st.sampled_from(FIELD_NAMES), JSON_VALUES | st.just(...), max_size=4),
+)
+def test_any_json_is_a_record_or_a_snapshot_error(entity, changes):
+    """Poison never raises: whatever JSON arrives, the item maps or is quarantined with a code."""
+    result = parse(entity, **changes)
+    assert isinstance(result, TalentRecord | SnapshotError)
+    if isinstance(result, SnapshotError):
+        assert result.code in (SYNC_VALIDATION_FAILED, SYNC_UNKNOWN_REFERENCE) and result.message
+    else:
+        assert result.columns["replica_version"] >= 1
