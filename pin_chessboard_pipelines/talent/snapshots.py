@@ -178,11 +178,16 @@ def _storable(name: str, value: str) -> None:
 
 
 def parse_decimal(value: Any) -> Decimal:
-    """A JSON number or a numeric string -> Decimal; ValueError otherwise (NaN, Infinity, junk)."""
+    """A JSON number (int, float or Decimal) or a numeric string -> Decimal; ValueError otherwise
+    (NaN, Infinity, junk)."""
     if isinstance(value, bool):
         raise ValueError("a boolean is not a decimal")
     if isinstance(value, int):
         return Decimal(value)
+    if isinstance(value, Decimal):  # JSON decoded with parse_float=Decimal
+        if not value.is_finite():
+            raise ValueError("not a finite number")
+        return value
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             raise ValueError("not a finite number")

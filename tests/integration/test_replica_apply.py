@@ -850,7 +850,6 @@ def _wait_for_lock_waiter(engine, timeout: float = 20.0) -> None:
     raise AssertionError("no backend waits on a lock")
 
 
-@pytest.mark.slow
 def test_concurrent_pages_racing_for_one_number_raise_for_a_retry(engine, make_ctx):
     ctx = make_ctx()
     tree = Tree()

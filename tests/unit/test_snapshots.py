@@ -287,6 +287,9 @@ def test_decimals_as_numbers_and_strings():
 def test_parse_decimal_and_rfc3339_helpers():
     assert parse_decimal("-1.25e1") == Decimal("-12.5")
     assert parse_decimal(3) == Decimal(3)
+    assert parse_decimal(Decimal("2.50")) == Decimal("2.50")
+    with pytest.raises(ValueError):
+        parse_decimal(Decimal("NaN"))
     with pytest.raises(ValueError):
         parse_decimal(None)
     assert parse_rfc3339("2024-02-29T23:59:59.123456789Z") == datetime(
