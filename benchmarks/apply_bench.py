@@ -113,18 +113,21 @@ def _copy_pages(engine, page_size: int) -> list[float]:
     for start in range(0, len(lines), page_size):
         chunk = io.StringIO("".join(lines[start : start + page_size]))
         started = time.perf_counter()
-        with engine.begin() as conn:
-            with conn.connection.driver_connection.cursor() as cur:
-                cur.copy_expert(f"COPY {COPY_TABLE} FROM STDIN", chunk)
+        with engine.begin() as conn, conn.connection.driver_connection.cursor() as cur:
+            cur.copy_expert(f"COPY {COPY_TABLE} FROM STDIN", chunk)
         seconds.append(time.perf_counter() - started)
     return seconds
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--pages", type=int, default=20, help="pages per pass (default 20)")
     parser.add_argument("--objects", type=int, default=1000, help="property objects per page (default 1000)")
-    parser.add_argument("--projects", type=int, default=10, help="projects the objects spread over (default 10)")
+    parser.add_argument(
+        "--projects", type=int, default=10, help="projects the objects spread over (default 10)"
+    )
     args = parser.parse_args(argv)
     total = args.pages * args.objects
     spec = DatasetSpec(
@@ -163,7 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         for raw in page:
             parse_snapshot("propertyObject", raw, handbook)
     parse_seconds = time.perf_counter() - started
-    print(f"{'validate':<10} {total:>8} objects  {total / parse_seconds:>9,.0f} objects/s  (pure, no database)")
+    print(
+        f"{'validate':<10} {total:>8} objects  {total / parse_seconds:>9,.0f} objects/s  (pure, no database)"
+    )
 
     created, totals = _apply_pages(engine, ctx, pages)
     _report("create", total, created)

@@ -805,7 +805,10 @@ class _Cursor:
     (IntegrityError, OperationalError, ...), so callers catch one family whatever the path."""
 
     def __init__(self, conn: Connection) -> None:
-        self._cur = conn.connection.driver_connection.cursor()
+        driver = conn.connection.driver_connection
+        if driver is None:  # a closed or invalidated connection
+            raise RuntimeError("the connection has no open database connection")
+        self._cur = driver.cursor()
         register_type(_UUID_AS_TEXT, self._cur)  # over the uuid.UUID caster SQLAlchemy registers
 
     def __enter__(self) -> _Cursor:
