@@ -469,3 +469,35 @@ def test_backlog_drains_in_one_call_across_batches(engine):
     with engine.connect() as conn:
         assert queue(conn) == {}
         assert audit(conn) == []
+
+
+def test_drain_updates_the_seed_metrics(engine):
+    from pin_chessboard_pipelines.observability import metrics
+
+    def value(metric) -> float:
+        return metric._value.get()
+
+    def histogram_count(histogram) -> float:
+        return sum(bucket.get() for bucket in histogram._buckets)
+
+    before = {
+        "success": value(metrics.RECALC_RUNS.labels(result="success")),
+        "skipped": value(metrics.RECALC_RUNS.labels(result="skipped")),
+        "coalesced": value(metrics.RECALC_COALESCED),
+        "project": value(metrics.RECALC_REPUBLISHED.labels(entity="project")),
+        "layout": value(metrics.RECALC_REPUBLISHED.labels(entity="layout")),
+        "durations": histogram_count(metrics.RECALC_PROCESS_DURATION),
+        "lags": histogram_count(metrics.RECALC_LAG),
+    }
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        b.request(standard_project(b), requested_count=4)
+        b.request(standard_project(b, status="Archived"), requested_count=2)
+    drain(engine)
+    assert value(metrics.RECALC_RUNS.labels(result="success")) - before["success"] == 1
+    assert value(metrics.RECALC_RUNS.labels(result="skipped")) - before["skipped"] == 1
+    assert value(metrics.RECALC_COALESCED) - before["coalesced"] == 6
+    assert value(metrics.RECALC_REPUBLISHED.labels(entity="project")) - before["project"] == 1
+    assert value(metrics.RECALC_REPUBLISHED.labels(entity="layout")) - before["layout"] == 2
+    assert histogram_count(metrics.RECALC_PROCESS_DURATION) - before["durations"] == 1
+    assert histogram_count(metrics.RECALC_LAG) - before["lags"] == 1
