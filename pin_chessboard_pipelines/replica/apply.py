@@ -52,6 +52,7 @@ from pin_chessboard_pipelines.errors import (
     SYNC_PARENT_MISMATCH,
     SYNC_PARENT_NOT_FOUND,
     SYNC_STATUS_CONFLICT,
+    SYNC_VALIDATION_FAILED,
 )
 from pin_chessboard_pipelines.events import payloads
 from pin_chessboard_pipelines.events.payloads import CONTRACT_VERSION, EVENT_TYPES, Handbook, topic_of
@@ -68,6 +69,7 @@ from pin_chessboard_pipelines.talent.snapshots import (
     SnapshotError,
     TalentRecord,
     canonical_uuid,
+    external_id_of,
     parse_snapshot,
     pin_id_text,
 )
@@ -302,18 +304,27 @@ def apply_snapshots(
 
 
 def apply_tombstones(
-    conn: Connection, entity: str, talent_ids: Sequence[UUID], ctx: ApplyContext
+    conn: Connection, entity: str, talent_ids: Sequence[UUID | str | None], ctx: ApplyContext
 ) -> ApplyResult:
     """A null Kafka value (tombstone): the entity was deleted in Talent -> soft delete + upserted event.
 
     An alive row gets deleted_at = now(), version + 1, its upserted event and a recalc request of
-    its project; a missing or already deleted row is a no-op (skipped)."""
+    its project; a missing or already deleted row is a no-op (skipped). A key that is no UUID is
+    quarantined (CHESSBOARD_SYNC_VALIDATION_FAILED) like any other poison item."""
     spec = _entity(entity)
     batch = _Batch(spec, ctx, ctx.stage or STAGE_BY_ENTITY[entity].name, ApplyResult(planned=len(talent_ids)))
-    ids = list(dict.fromkeys(canonical_uuid(str(t)) for t in talent_ids))
-    if not ids:
-        return batch.result
-    if ctx.dry_run:
+    valid: list[str] = []
+    for position, talent_id in enumerate(talent_ids):
+        try:
+            if talent_id is None:
+                raise ValueError("no key")
+            valid.append(canonical_uuid(str(talent_id)))
+        except ValueError:
+            raw = {"id": None if talent_id is None else str(talent_id), "tombstone": True}
+            message = f"{entity} tombstone: the key is not a UUID"
+            batch.reject(position, raw, external_id_of(raw), SYNC_VALIDATION_FAILED, message)
+    ids = list(dict.fromkeys(valid))
+    if ids and ctx.dry_run:
         state = _dry_state(ctx)
         with state.lock:
             existing = _existing_rows(conn, spec, ids, state)
@@ -326,7 +337,7 @@ def apply_tombstones(
                 _remember(state, spec, stored, row)
                 _touch(batch, spec, stored)
                 batch.result.applied += 1
-    else:
+    elif ids:
         _begin(conn)
         query = raw_queries("replica")["tombstone_rows"].format(table=spec.table)
         with _cursor(conn) as cur:
@@ -336,7 +347,7 @@ def apply_tombstones(
             batch.events.append(_event(batch, spec.event_type, row, spec.payload(row, ctx.handbook)))
             _touch(batch, spec, row)
         batch.result.applied = len(rows)
-    batch.result.skipped = batch.result.planned - batch.result.applied
+    batch.result.skipped = batch.result.planned - batch.result.applied - batch.result.failed
     _finish(conn, batch)
     return batch.result
 

@@ -641,6 +641,16 @@ def test_soft_delete_by_snapshot_and_by_tombstone(engine, make_ctx):
     with engine.begin() as conn:
         again = apply_tombstones(conn, "propertyObject", [uuid.UUID(by_tombstone["id"])], ctx)
     assert (again.applied, again.skipped, again.events) == (0, 1, 0)
+    # a Kafka key that is no UUID is poison, not a page failure
+    with engine.begin() as conn:
+        junk = apply_tombstones(conn, "propertyObject", ["not-a-key", None, by_tombstone["id"].upper()], ctx)
+    assert (junk.planned, junk.applied, junk.skipped, junk.failed) == (3, 0, 1, 2)
+    assert junk.quarantined == [("not-a-key", SYNC_VALIDATION_FAILED), (None, SYNC_VALIDATION_FAILED)]
+    payloads = [
+        r["payload"]
+        for r in rows(engine, "SELECT payload FROM chessboard.talent_import_failed_items ORDER BY id")
+    ]
+    assert payloads == [{"id": "not-a-key", "tombstone": True}, {"id": None, "tombstone": True}]
 
     # a tombstoned project: upserted event with the project payload, its own recalc request
     with engine.begin() as conn:
