@@ -91,7 +91,7 @@ class _RunStopProbe:
 
 
 def correlation_id_of(context: dg.AssetExecutionContext) -> str:
-    return context.run.root_run_id or context.run_id
+    return context.run.root_run_id or context.run.run_id
 
 
 def developer_ids_of(context: dg.AssetExecutionContext) -> list[str]:
@@ -227,8 +227,8 @@ def materialize_stage(
                 talent_import,
                 correlation_id=correlation_id,
                 developer_ids=developer_ids_of(context),
-                dagster_run_id=context.run_id,
-                should_stop=_RunStopProbe(context.instance, context.run_id),
+                dagster_run_id=context.run.run_id,
+                should_stop=_RunStopProbe(context.instance, context.run.run_id),
             )
         except ChessboardError as error:
             raise dg.Failure(description=error.line()) from None

@@ -1,0 +1,229 @@
+"""The import through Dagster: partitions, one run over a range, resume by re-execution, sensors."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.defs.talent_import import definitions as talent_defs
+from pin_chessboard_pipelines.talent.simulator import dataset
+from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
+from pin_chessboard_pipelines.talent.topics import STAGES
+from pin_chessboard_pipelines.talent_import import runner, sessions
+from pin_chessboard_pipelines.talent_import.lock import AdvisoryLock
+
+SPEC = DatasetSpec(developers=3, projects_per_developer=2, objects_per_project=6)
+PARTITION = talent_defs.TALENT_DEVELOPERS.name
+
+
+def _resources() -> dict:
+    """A fresh resource: it caches the settings and the store URL of the test's environment."""
+    return {"chessboard": ChessboardResource()}
+
+
+def build_defs() -> dg.Definitions:
+    return dg.Definitions.merge(
+        talent_defs.definitions(),
+        dg.Definitions(resources={"chessboard": ChessboardResource()}, executor=dg.in_process_executor),
+    )
+
+
+def import_job() -> dg.JobDefinition:
+    """Reconstructable (execute_job / re-execution): the store comes from CHESSBOARD_DATABASE_URL."""
+    return build_defs().resolve_job_def(talent_defs.IMPORT_JOB)
+
+
+@pytest.fixture
+def env(monkeypatch, db_url, talent_sim):
+    sim = talent_sim(SPEC)
+    monkeypatch.setenv("CHESSBOARD_DATABASE_URL", db_url)
+    monkeypatch.setenv("TALENT_API_URL", sim.url)
+    monkeypatch.setenv("CHESSBOARD_IMPORT_LOCK_TIMEOUT_SECONDS", "0.2")
+    return sim
+
+
+def _developers() -> list[str]:
+    return [dataset.entity_id(SPEC, "developers", i) for i in range(SPEC.developers)]
+
+
+def _range_tags(keys: list[str]) -> dict[str, str]:
+    return {"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]}
+
+
+def _config(**values) -> dict:
+    return {"resources": {"talent_import": {"config": {"page_size": 4, **values}}}}
+
+
+def _runs(engine) -> list[dict]:
+    with engine.connect() as conn:
+        return [
+            dict(r) for r in conn.execute(sa.text("SELECT * FROM chessboard.talent_import_runs")).mappings()
+        ]
+
+
+def _materializations(result: dg.ExecuteInProcessResult | dg.ExecutionResult, key: str) -> list:
+    return [
+        e.event_specific_data.materialization
+        for e in result.all_events
+        if e.event_type_value == "ASSET_MATERIALIZATION" and e.asset_key == dg.AssetKey(key)
+    ]
+
+
+@pytest.mark.slow
+def test_one_run_over_all_partitions_is_one_unfiltered_import(env, engine, db_url):
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(PARTITION, _developers())
+        result = import_job().execute_in_process(
+            instance=instance, run_config=_config(workers=3), tags=_range_tags(_developers())
+        )
+        assert result.success
+        [run] = _runs(engine)
+        assert run["status"] == "Completed"
+        assert run["correlation_id"] == result.run_id == run["dagster_run_id"]
+        assert run["scopes"] == [""]  # all partitions: listed without a developer filter
+        materialized = _materializations(result, "property_objects")
+        assert sorted(m.partition for m in materialized) == sorted(_developers())
+        metadata = materialized[0].metadata
+        assert metadata["planned"].value == dataset.count(SPEC, "property-objects")
+        assert metadata["applied"].value == metadata["planned"].value
+        assert metadata["import_run_id"].value == str(run["id"])
+        assert metadata["import_status"].value == "Completed"
+        assert metadata["items_per_second"].value > 0
+        checks = [
+            e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
+        ]
+        assert len(checks) == len(STAGES) and all(c.passed for c in checks)
+    assert sessions.get(result.run_id) is None
+    with AdvisoryLock(db_url) as lock:  # released with the last stage
+        lock.acquire(timeout=0)
+
+
+@pytest.mark.slow
+def test_one_partition_resyncs_one_developer(env, engine):
+    developer = _developers()[1]
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(PARTITION, _developers())
+        result = import_job().execute_in_process(
+            instance=instance, run_config=_config(), partition_key=developer
+        )
+        assert result.success
+    [run] = _runs(engine)
+    assert run["scopes"] == [developer] and str(run["developer_id_filter"]) == developer
+    with engine.connect() as conn:
+        developers = (
+            conn.execute(sa.text("SELECT external_talent_id::text FROM chessboard.developers"))
+            .scalars()
+            .all()
+        )
+        objects = conn.execute(sa.text("SELECT count(*) FROM chessboard.property_objects")).scalar()
+    assert developers == [developer]
+    assert objects == SPEC.projects_per_developer * SPEC.objects_per_project
+
+
+@pytest.mark.slow
+def test_re_execute_from_failure_resumes_the_same_import_run(env, engine, monkeypatch):
+    failing = {"on": True}
+    real_apply = runner.apply_snapshots
+
+    def apply(conn, entity, items, ctx):
+        if failing["on"] and entity == "propertyObject":
+            raise RuntimeError("the store went away")
+        return real_apply(conn, entity, items, ctx)
+
+    monkeypatch.setattr(runner, "apply_snapshots", apply)
+    monkeypatch.setenv("CHESSBOARD_IMPORT_PAGE_SIZE", "4")
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(PARTITION, _developers())
+        job = dg.reconstructable(import_job)
+        first = dg.execute_job(job, instance, tags=_range_tags(_developers()))
+        assert not first.success
+        [run] = _runs(engine)
+        assert run["status"] == "Failed" and "the store went away" in run["error"]
+        with engine.connect() as conn:
+            layouts = conn.execute(sa.text("SELECT count(*) FROM chessboard.layouts")).scalar()
+        failing["on"] = False
+        second = dg.execute_job(  # the UI copies the parent's tags (the partition range) the same way
+            job,
+            instance,
+            tags=_range_tags(_developers()),
+            reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, instance),
+        )
+        assert second.success
+        # only the failed step ran again, and it resumed the same import run
+        assert {e.step_key for e in second.all_events if e.event_type_value == "STEP_SUCCESS"} == {
+            "property_objects"
+        }
+    [resumed] = _runs(engine)
+    assert resumed["id"] == run["id"] and resumed["status"] == "Completed"
+    assert resumed["correlation_id"] == first.run_id and resumed["dagster_run_id"] == second.run_id
+    assert resumed["stage_counters"]["Layouts"]["applied"] == layouts  # earlier stages kept, not re-run
+    assert resumed["stage_counters"]["PropertyObjects"]["applied"] == dataset.count(SPEC, "property-objects")
+
+
+def test_a_held_lock_fails_the_run_with_the_error_code(env, engine, db_url):
+    with AdvisoryLock(db_url) as other, dg.instance_for_test() as instance:
+        other.acquire(timeout=0)
+        instance.add_dynamic_partitions(PARTITION, _developers())
+        result = import_job().execute_in_process(
+            instance=instance, run_config=_config(), tags=_range_tags(_developers()), raise_on_error=False
+        )
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "CHESSBOARD_IMPORT_LOCK_HELD" in failure.event_specific_data.error.message
+    assert _runs(engine) == []
+
+
+def test_the_discovery_sensor_and_job_add_developer_partitions(env):
+    defs = build_defs()
+    sensor = defs.resolve_sensor_def("talent_developers_sensor")
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(PARTITION, _developers()[:1])
+        result = sensor(dg.build_sensor_context(instance=instance, resources=_resources()))
+        [request] = result.dynamic_partitions_requests
+        assert request.partitions_def_name == PARTITION
+        assert list(request.partition_keys) == _developers()[1:]
+        assert defs.resolve_job_def(talent_defs.DISCOVERY_JOB).execute_in_process(instance=instance).success
+        assert sorted(instance.get_dynamic_partitions(PARTITION)) == sorted(_developers())
+        again = sensor(dg.build_sensor_context(instance=instance, resources=_resources()))
+        assert isinstance(again, dg.SkipReason) and "none new" in again.skip_message
+
+
+def test_the_discovery_sensor_skips_while_talent_is_down(env):
+    env.available = False
+    sensor = build_defs().resolve_sensor_def("talent_developers_sensor")
+    with dg.instance_for_test() as instance:
+        result = sensor(dg.build_sensor_context(instance=instance, resources=_resources()))
+    assert isinstance(result, dg.SkipReason) and "503" in result.skip_message
+
+
+def test_the_stuck_sensor_reports_a_running_import_without_progress(env, engine):
+    run_id = uuid.uuid4()
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO chessboard.talent_import_runs (id, mode, status, started_at, correlation_id, page_size)"
+                " VALUES (:id, 'ApiPull', 'Running', :started, 'c-1', 500)"
+            ),
+            {"id": run_id, "started": dt.datetime.now(dt.UTC) - dt.timedelta(minutes=20)},
+        )
+    sensor = build_defs().resolve_sensor_def("talent_import_stuck_sensor")
+    with dg.instance_for_test() as instance:
+        first = sensor(dg.build_sensor_context(instance=instance, resources=_resources()))
+        [evaluation] = first.asset_events
+        assert evaluation.check_name == "import_not_stuck" and not evaluation.passed
+        assert evaluation.metadata["runs"].value[0]["runId"] == str(run_id)
+        unchanged = sensor(
+            dg.build_sensor_context(instance=instance, resources=_resources(), cursor=first.cursor)
+        )
+        assert isinstance(unchanged, dg.SkipReason)
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE chessboard.talent_import_runs SET status = 'Failed'"))
+        recovered = sensor(
+            dg.build_sensor_context(instance=instance, resources=_resources(), cursor=first.cursor)
+        )
+        assert recovered.asset_events[0].passed
