@@ -83,13 +83,28 @@ TALENT_SYNC = "TalentSync"  # status_source of replicated statuses; source of pr
 HELD_STATUSES = frozenset({"Reserved", "Booked"})
 
 
+class _Seen(NamedTuple):
+    """What later lookups need of a row a DryRun 'stored' (a tuple: a DryRun of a million objects
+    keeps a million of these)."""
+
+    replica_version: int
+    version: int
+    deleted_at: datetime | None
+    project_id: str | None
+    tenant_id: str | None
+    building_id: str | None
+    number: str | None
+    status: str | None
+    status_source: str | None
+
+
 @dataclass
 class DryRunState:
     """What a DryRun has 'applied' so far, so later stages see parents and duplicate numbers as a
     real run would (operations.md, "Import result"). Shared by the workers of one run: an apply
     holds `lock` from its first read to its last decision."""
 
-    seen: dict[str, dict[str, Any]] = field(default_factory=dict)  # entity -> PIN id -> row as stored
+    seen: dict[str, dict[str, _Seen]] = field(default_factory=dict)  # entity -> Talent id -> row facts
     # (building PIN id, number) -> Talent id of the live object holding it; None = released.
     numbers: dict[tuple[str, str], str | None] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -334,7 +349,7 @@ def apply_tombstones(
                 if row is None or row["deleted_at"] is not None:
                     continue
                 stored = {**row, "deleted_at": now, "version": row["version"] + 1}
-                _remember(state, spec, stored, row)
+                _remember(state, spec, talent_id, stored, row)
                 _touch(batch, spec, stored)
                 batch.result.applied += 1
     elif ids:
@@ -567,17 +582,27 @@ def _dry_apply(batch: _Batch, decided: list[_Item], state: DryRunState) -> None:
         stored = {**(old or {}), **item.values, "version": 1 if old is None else old["version"] + 1}
         if spec.name == "propertyObject":
             stored["status_source"] = TALENT_SYNC
-        _remember(state, spec, stored, old)
+        _remember(state, spec, item.talent_id, stored, old)
         batch.result.applied += 1
         batch.result.created += old is None
         _report(batch, item.record)
         _touch(batch, spec, stored)
 
 
-def _remember(state: DryRunState, spec: _Entity, stored: dict[str, Any], old: dict[str, Any] | None) -> None:
-    if spec.name == "developer":
-        stored["tenant_id"] = stored["id"]
-    state.seen.setdefault(spec.name, {})[stored["id"]] = stored
+def _remember(
+    state: DryRunState, spec: _Entity, talent_id: str, stored: dict[str, Any], old: dict[str, Any] | None
+) -> None:
+    state.seen.setdefault(spec.name, {})[talent_id] = _Seen(
+        stored["replica_version"],
+        stored["version"],
+        stored["deleted_at"],
+        stored.get("project_id"),
+        stored.get("tenant_id"),
+        stored.get("building_id"),
+        stored.get("number"),
+        stored.get("status"),
+        stored.get("status_source"),
+    )
     if spec.name != "propertyObject" or old is None or old["deleted_at"] is not None:
         return
     if stored["deleted_at"] is not None:  # a delete (tombstone) releases the number
@@ -601,10 +626,14 @@ def _existing_rows(
     if state is not None:
         seen = state.seen.get(spec.name, {})
         for talent_id in talent_ids if seen else ():
-            mine = seen.get(pin_id_text(spec.name, talent_id))
+            mine = seen.get(talent_id)
             if mine is not None:
-                rows[talent_id] = mine
+                rows[talent_id] = _seen_row(spec.name, talent_id, mine)
     return rows
+
+
+def _seen_row(entity: str, talent_id: str, seen: _Seen) -> dict[str, Any]:
+    return {**seen._asdict(), "id": pin_id_text(entity, talent_id), "external_talent_id": talent_id}
 
 
 def _parent_rows(
@@ -621,9 +650,13 @@ def _parent_rows(
     with _cursor(conn) as cur:
         cur.execute(query, {"ids": ids})
         rows = {row["id"]: row for row in _fetch_rows(cur)}
-    if state is not None:
-        seen = state.seen.get(parent, {})
-        rows.update({i: seen[i] for i in ids if i in seen})
+    if state is not None and state.seen.get(parent):
+        seen = state.seen[parent]
+        wanted = {item.record.parents[parent] for item in items if parent in item.record.parents}
+        for talent_id in wanted:
+            if talent_id in seen:
+                row = _seen_row(parent, talent_id, seen[talent_id])
+                rows[row["id"]] = row
     if parent == "developer":  # tenant boundary = developer
         for row in rows.values():
             row["tenant_id"] = row["id"]

@@ -37,11 +37,12 @@ PROJECT_CLASSES = ("Standard", "Comfort", "Business", "Premium", "Elite")
 CONSTRUCTION_STATUSES = ("Planned", "UnderConstruction", "Commissioned", "Delivered")
 PROPERTY_OBJECT_STATUSES = ("Free", "Reserved", "Booked", "Sold", "Hidden")
 
-ENUM_FALLBACKS: dict[str, tuple[frozenset[str], str]] = {
-    "project.type": (frozenset(PROJECT_TYPES), "ResidentialComplex"),
-    "project.class": (frozenset(PROJECT_CLASSES), "Comfort"),
-    "project.constructionStatus": (frozenset(CONSTRUCTION_STATUSES), "UnderConstruction"),
-    "propertyObject.status": (frozenset(PROPERTY_OBJECT_STATUSES), "Hidden"),  # fail closed
+# The values map to themselves: the mapped record holds the one shared string of each value.
+ENUM_FALLBACKS: dict[str, tuple[dict[str, str], str]] = {
+    "project.type": ({v: v for v in PROJECT_TYPES}, "ResidentialComplex"),
+    "project.class": ({v: v for v in PROJECT_CLASSES}, "Comfort"),
+    "project.constructionStatus": ({v: v for v in CONSTRUCTION_STATUSES}, "UnderConstruction"),
+    "propertyObject.status": ({v: v for v in PROPERTY_OBJECT_STATUSES}, "Hidden"),  # fail closed
 }
 
 INT16 = (-(2**15), 2**15 - 1)
@@ -270,8 +271,9 @@ def _enum(raw: Mapping[str, Any], name: str, enum: str, unknown: list[tuple[str,
     if not isinstance(value, str):
         raise _Invalid(f"{name}: expected a string, got {type(value).__name__}")
     values, fallback = ENUM_FALLBACKS[enum]
-    if value in values:
-        return value
+    known = values.get(value)
+    if known is not None:
+        return known
     unknown.append((enum, value[:64]))
     return fallback
 
