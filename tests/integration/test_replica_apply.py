@@ -846,6 +846,33 @@ def test_dry_run_sees_its_own_duplicates_and_deletions(engine, make_ctx):
     assert counts(engine) == empty
 
 
+def test_dry_run_state_is_shared_by_worker_threads(engine, make_ctx):
+    ctx = make_ctx()
+    tree = Tree()
+    tree.apply_parents(engine, ctx)
+    # 4 pages of 10 objects; every number appears on two pages: 20 applied, 20 duplicates
+    pages = [[tree.obj(f"n-{(page % 2) * 10 + i}") for i in range(10)] for page in range(4)]
+    dry = make_ctx(dry_run=True, dry_run_state=DryRunState())
+    results: list[ApplyResult] = []
+    errors: list[BaseException] = []
+
+    def worker(page: list[dict]) -> None:
+        try:
+            results.append(apply(engine, "propertyObject", page, dry))
+        except BaseException as exc:  # noqa: BLE001 - reported to the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(page,)) for page in pages]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors
+    assert sum(r.applied for r in results) == 20 and sum(r.failed for r in results) == 20
+    assert {code for r in results for _, code in r.quarantined} == {SYNC_DUPLICATE_NUMBER}
+    assert one(engine, "SELECT count(*) AS n FROM chessboard.property_objects")["n"] == 0
+
+
 def _wait_for_lock_waiter(engine, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
