@@ -72,7 +72,8 @@ def start_or_resume_run(
 
     Called with the advisory lock held, so a Running row belongs to a process that died: the same
     request resumes it, another request abandons it (Failed). Otherwise a Failed or Cancelled run
-    of the same correlation id (Dagster's "Re-execute from failure") is resumed.
+    of the same request is resumed: the one of this correlation id (Dagster's "Re-execute from
+    failure"), or else the latest run of all (the operator runs the same import again).
     """
     resumable: Row | None = None
     for run in conn.execute(_q("running_runs")).mappings().all():
@@ -88,17 +89,18 @@ def start_or_resume_run(
                 },
             )
     if resumable is None:
-        latest = (
-            conn.execute(_q("latest_run_of_correlation"), {"correlation_id": request.correlation_id})
-            .mappings()
-            .first()
-        )
-        if (
-            latest is not None
-            and latest["status"] in (RunStatus.FAILED.value, RunStatus.CANCELLED.value)
-            and _same_request(latest, request)
+        for latest in (
+            conn.execute(_q("latest_run_of_correlation"), {"correlation_id": request.correlation_id}),
+            conn.execute(_q("latest_run")),
         ):
-            resumable = latest
+            run = latest.mappings().first()
+            if (
+                run is not None
+                and run["status"] in (RunStatus.FAILED.value, RunStatus.CANCELLED.value)
+                and _same_request(run, request)
+            ):
+                resumable = run
+                break
     if resumable is not None:
         # A DryRun's view of what it "applied" lives in memory only: it walks again from the start.
         conn.execute(

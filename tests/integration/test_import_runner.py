@@ -274,6 +274,9 @@ def test_cancellation_stops_after_the_current_page(db_url, engine, talent_sim):
     assert set(pages["Layouts"]) == {"Done"}  # earlier stages kept
     with AdvisoryLock(db_url) as lock:
         lock.acquire(timeout=0)
-    # a new import of the same request resumes the cancelled run only via its correlation id;
-    # with a fresh one it starts anew and completes
-    assert _import(db_url, sim, apply).status == "Completed"
+    # the same import again resumes the cancelled run: the Done pages stay, the rest is applied
+    resumed = _import(db_url, sim, apply)
+    assert resumed.run_id == result.run_id and resumed.status == "Completed"
+    assert _scalar(engine, "SELECT count(*) FROM public.import_probe_log") == sum(
+        _expected_counts(SPEC).values()
+    )

@@ -11,6 +11,9 @@ WHERE correlation_id = :correlation_id
 ORDER BY started_at DESC
 LIMIT 1
 
+-- name: latest_run
+SELECT * FROM chessboard.talent_import_runs ORDER BY started_at DESC LIMIT 1
+
 -- name: run_by_id
 SELECT * FROM chessboard.talent_import_runs WHERE id = :run_id
 
