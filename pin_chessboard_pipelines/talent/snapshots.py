@@ -53,11 +53,13 @@ MAX_AREA = Decimal(10000)
 MAX_DECIMAL_SCALE = 32
 ERROR_MESSAGE_LIMIT = 1024
 
-_NUMERIC = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+# re.ASCII: \d is 0-9 only (a str pattern's \d also matches other scripts' digits).
+_NUMERIC = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 _RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))"
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))",
+    re.ASCII,
 )
-_INN = re.compile(r"\d{10}|\d{12}")
+_INN = re.compile(r"\d{10}|\d{12}", re.ASCII)
 _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 _NAMESPACE_BYTES = PIN_NAMESPACE.bytes
 

@@ -279,7 +279,20 @@ def test_decimals_as_numbers_and_strings():
     assert ok("propertyObject", totalArea=0.1).columns["total_area"] == Decimal(
         "0.1"
     )  # not 0.1000000000000000055
-    for junk in ("abc", "", "NaN", "Infinity", "1_000", "1,5", "0x10", True, [1], float("nan"), float("inf")):
+    for junk in (
+        "abc",
+        "",
+        "NaN",
+        "Infinity",
+        "1_000",
+        "1,5",
+        "0x10",
+        "١٢٣",
+        True,
+        [1],
+        float("nan"),
+        float("inf"),
+    ):
         bad("propertyObject", price=junk)
     bad("propertyObject", totalArea="0." + "0" * 40 + "1")  # more fractional digits than any area has
 
@@ -303,6 +316,7 @@ def test_parse_decimal_and_rfc3339_helpers():
         "2024-01-01T00:00:00",
         "2024-02-30T00:00:00Z",
         "yesterday",
+        "٢٠٢٤-01-01T00:00:00Z",
         "2024-01-01T25:00:00Z",
     ):
         with pytest.raises(ValueError):
@@ -336,7 +350,7 @@ def test_strings_postgresql_cannot_store_are_poison():
 
 def test_inn_is_10_or_12_digits():
     assert ok("developer", inn="123456789012").columns["inn"] == "123456789012"
-    for junk in ("123456789", "12345678901", "1234567890123", "12345abcde", 1234567890):
+    for junk in ("123456789", "12345678901", "1234567890123", "12345abcde", 1234567890, "١٢٣٤٥٦٧٨٩٠"):
         bad("developer", inn=junk)
 
 
