@@ -145,9 +145,11 @@ class _Entity:
     upsert_columns: tuple[str, ...]  # array parameters of upsert_<table>, in replica.sql order
     event_type: str
     payload: Callable[[Mapping[str, Any], Handbook], dict[str, Any]]
+    existing_columns: tuple[str, ...] = ("project_id", "tenant_id")  # read besides _EXISTING
 
 
 _COMMON = ("id", "external_talent_id", "replica_version", "deleted_at")
+_EXISTING = ("id", "external_talent_id", "replica_version", "version", "deleted_at")
 # Upsert columns whose values are free text (quoted in array literals); the others are ids,
 # numbers and timestamps.
 _TEXT_COLUMNS = frozenset({"name", "inn", "type", "class", "construction_status", "number", "status"})
@@ -162,6 +164,7 @@ ENTITIES: dict[str, _Entity] = {
             (*_COMMON, "name", "inn"),
             payloads.DEVELOPER_UPSERTED,
             lambda row, hb: payloads.developer_upserted(row),
+            (),
         ),
         _Entity(
             "project",
@@ -185,6 +188,7 @@ ENTITIES: dict[str, _Entity] = {
             ),
             payloads.PROJECT_UPSERTED,
             payloads.project_upserted,
+            ("tenant_id",),
         ),
         _Entity(
             "building",
@@ -233,6 +237,7 @@ ENTITIES: dict[str, _Entity] = {
             ),
             payloads.PROPERTY_OBJECT_UPSERTED,
             lambda row, hb: payloads.property_object_upserted(row),
+            ("project_id", "tenant_id", "building_id", "number", "status", "status_source", "price"),
         ),
     )
 }
@@ -619,7 +624,8 @@ def _existing_rows(
     conn: Connection, spec: _Entity, talent_ids: list[str], state: DryRunState | None
 ) -> dict[str, dict[str, Any]]:
     """Talent id -> current row (the DryRun's own rows over the replica's)."""
-    query = raw_queries("replica")["existing_rows"].format(table=spec.table)
+    columns = ", ".join(f'"{c}"' for c in (*_EXISTING, *spec.existing_columns))
+    query = raw_queries("replica")["existing_rows"].format(table=spec.table, columns=columns)
     with _cursor(conn) as cur:
         cur.execute(query, {"ids": talent_ids})
         rows = {row["external_talent_id"]: row for row in _fetch_rows(cur)}

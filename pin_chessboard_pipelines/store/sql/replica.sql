@@ -5,8 +5,9 @@
 -- `{table}` in the generic queries is a replica table name from replica/apply.py, never user input.
 
 -- name: existing_rows
--- Current rows of a batch's Talent ids (version guard, old price/status, live numbers).
-SELECT *
+-- Current rows of a batch's Talent ids (version guard, old price/status, live numbers); {columns}
+-- are the ones the apply path reads (replica/apply.py `_Entity.existing_columns`).
+SELECT {columns}
 FROM chessboard.{table}
 WHERE external_talent_id = ANY(%(ids)s::uuid[])
 
