@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "pin_chessboard_pipelines.runtime.commands",
     "pin_chessboard_pipelines.recalc.commands",
     "pin_chessboard_pipelines.events.commands",
+    "pin_chessboard_pipelines.talent_import.commands",
 )
 
 

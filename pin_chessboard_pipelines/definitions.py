@@ -8,12 +8,14 @@ import dagster as dg
 from pin_chessboard_pipelines.defs.outbox.definitions import definitions as outbox_definitions
 from pin_chessboard_pipelines.defs.recalc.definitions import definitions as recalc_definitions
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.defs.talent_import.definitions import definitions as talent_import_definitions
 
 
 def build_definitions() -> dg.Definitions:
     domains: list[dg.Definitions] = []
     domains.append(recalc_definitions())
     domains.append(outbox_definitions())
+    domains.append(talent_import_definitions())
     return dg.Definitions.merge(
         *domains,
         dg.Definitions(

@@ -1,0 +1,150 @@
+"""`pin-chessboard import` (operations.md, "Commands" and "Import result").
+
+Refusals first, each one line with its code and exit 2: an invalid request, the flag off, the
+source unavailable (TopicReplay included, until its reader exists), the lock held. Then the
+developer partitions are discovered and the six assets run as ONE Dagster run through the
+instance in DAGSTER_HOME, so the run is in the UI's history. The session (lock + run row) is opened
+here and handed to the assets by correlation id (= the Dagster run id). The last line of stdout is
+the TalentInitialImportResult JSON; exit 0 Completed, 1 Failed or Cancelled. Ctrl-C cancels after
+the current page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import uuid
+
+from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK, IMPORT_DISABLED, Refused
+from pin_chessboard_pipelines.settings import Settings, load_settings
+from pin_chessboard_pipelines.talent_import import runs
+from pin_chessboard_pipelines.talent_import.request import (
+    RunStatus,
+    TalentInitialImportRequest,
+    build_request,
+)
+from pin_chessboard_pipelines.talent_import.result import TalentInitialImportResult
+
+log = logging.getLogger("pin_chessboard_pipelines.talent_import")
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "import", help="run (or resume) the talent initial import (seed 004) through Dagster"
+    )
+    parser.add_argument("--mode", default="ApiPull", help="ApiPull (default) or TopicReplay")
+    parser.add_argument("--page-size", type=int, help="1..2000 (default CHESSBOARD_IMPORT_PAGE_SIZE)")
+    parser.add_argument("--developer-id", help="Talent developer id: re-sync one developer")
+    parser.add_argument("--project-id", help="Talent project id: re-sync one project")
+    parser.add_argument("--dry-run", action="store_true", help="validate and count only, write nothing")
+    parser.add_argument("--workers", type=int, default=2, help="parallel page workers (default 2)")
+    parser.set_defaults(func=import_command)
+
+
+def request_of(
+    args: argparse.Namespace, settings: Settings, correlation_id: str
+) -> TalentInitialImportRequest:
+    return build_request(
+        mode=args.mode,
+        developer_ids=[args.developer_id] if args.developer_id else [],
+        project_id=args.project_id,
+        page_size=args.page_size if args.page_size is not None else settings.import_page_size,
+        dry_run=args.dry_run,
+        correlation_id=correlation_id,
+        workers=args.workers,
+    )
+
+
+def import_command(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    run_id = str(uuid.uuid4())  # the Dagster run id, and so the CorrelationId
+    request = request_of(args, settings, run_id)
+    if not settings.talent_sync_enabled:
+        raise Refused("feature flag chessboard.talent-sync.enabled is off", IMPORT_DISABLED)
+    result = run_import_command(settings, request, run_id)
+    print(result.to_json(), flush=True)
+    return EXIT_OK if result.status == RunStatus.COMPLETED else EXIT_FAILED
+
+
+def run_import_command(
+    settings: Settings, request: TalentInitialImportRequest, run_id: str
+) -> TalentInitialImportResult:
+    # Dagster is imported here: `pin-chessboard --help` and the refusals stay fast.
+    import dagster as dg
+
+    from pin_chessboard_pipelines.defs.talent_import import definitions as talent_defs
+    from pin_chessboard_pipelines.runtime.services import database_url, prepare_dagster_home
+    from pin_chessboard_pipelines.talent_import.progress import ProgressBar
+    from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
+    from pin_chessboard_pipelines.talent_import.source import make_source
+
+    source = make_source(request.mode, settings.talent_api_url, settings.talent_api_token)
+    try:
+        source.check_available()
+        if request.developer_ids:
+            developers = list(request.developer_ids)
+        else:  # the partitions: every Talent developer, or the one of the project
+            developers = source.developer_ids(request.project_id)
+    finally:
+        source.close()
+
+    prepare_dagster_home(settings)
+    url = database_url(settings)
+    instance = dg.DagsterInstance.get()
+    talent_defs.add_developer_partitions(instance, developers)
+    partitions = list(instance.get_dynamic_partitions(talent_defs.TALENT_DEVELOPERS.name))
+    filtered = bool(request.project_id or request.developer_ids)
+    selected = developers[:1] if filtered else partitions
+    if not selected:
+        # Nothing to partition by (an empty source, or a project Talent does not list): the same
+        # import, without a Dagster run.
+        log.info("no developer partition to run: importing without a Dagster run")
+        source = make_source(request.mode, settings.talent_api_url, settings.talent_api_token)
+        return run_import(url, request, source, options=ImportOptions.from_settings(settings))
+
+    config = talent_defs.TalentImportConfig(
+        mode=request.mode.value,
+        page_size=request.page_size,
+        project_id_filter=request.project_id,
+        dry_run=request.dry_run,
+        workers=request.workers,
+    )
+    session = talent_defs.open_session(
+        settings,
+        url,
+        config,
+        correlation_id=run_id,
+        developer_ids=list(request.developer_ids),  # none: every developer, listed without a filter
+        dagster_run_id=run_id,
+    )
+    import_run_id = session.run_id
+    try:
+        with ProgressBar(session.engine, import_run_id):
+            _import_job().execute_in_process(
+                instance=instance,
+                run_id=run_id,
+                run_config={"resources": {"talent_import": {"config": config.model_dump(exclude_none=True)}}},
+                tags={
+                    "dagster/asset_partition_range_start": selected[0],
+                    "dagster/asset_partition_range_end": selected[-1],
+                },
+                raise_on_error=False,
+            )
+    finally:
+        # The assets end the session with the last stage; a run that stopped before that ends here.
+        dagster_run = instance.get_run_by_id(run_id)
+        cancelled = dagster_run is not None and dagster_run.status == dg.DagsterRunStatus.CANCELED
+        talent_defs.end_session(
+            run_id,
+            RunStatus.CANCELLED if cancelled else RunStatus.FAILED,
+            "the Dagster run ended before the import did",
+        )
+    with session.engine.connect() as conn:
+        return runs.result_of(runs.get_run(conn, import_run_id))
+
+
+def _import_job():
+    from pin_chessboard_pipelines.definitions import defs
+    from pin_chessboard_pipelines.defs.talent_import.definitions import IMPORT_JOB
+
+    return defs.resolve_job_def(IMPORT_JOB)
