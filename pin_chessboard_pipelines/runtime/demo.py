@@ -13,6 +13,8 @@ from pin_chessboard_pipelines.settings import Settings
 
 DEMO_STEPS: list[tuple[str, list[str]]] = [
     ("the chessboard store schema", ["db", "upgrade"]),
+    # talent-initial-import of the simulator's demo dataset: one Dagster run over every developer
+    ("the talent initial import", ["import"]),
     # project-aggregates-recalc, after the import: the daemon's sensor drains the queue as rows
     # come due (debounce), then the stored aggregates are checked against count/min/max.
     ("the recalc queue draining", ["recalc", "status", "--wait", "180", "--projects", "5"]),
