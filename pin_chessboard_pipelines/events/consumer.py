@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
-from pin_chessboard_pipelines.events.topics_admin import contract_topics
+from pin_chessboard_pipelines.events.topics_admin import contract_topics, end_offsets, probe_consumer
 
 APPLIED = "applied"
 DUPLICATE = "duplicate"
@@ -112,15 +111,7 @@ def read_events(
     Without `until`: up to the high watermarks as of the call. With `until(events)`: keeps reading
     until it returns True, or raises TimeoutError after `timeout` seconds.
     """
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap_servers,
-            "group.id": f"pin-chessboard-reader-{uuid.uuid4()}",  # assign() only: nothing is committed
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-            "session.timeout.ms": 6000,
-        }
-    )
+    consumer = probe_consumer(bootstrap_servers)
     deadline = time.monotonic() + timeout
     try:
         metadata = consumer.list_topics(timeout=timeout)
@@ -133,10 +124,8 @@ def read_events(
         ]
         ends: dict[tuple[str, int], int] = {}
         if until is None:
-            for tp in partitions:
-                low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
-                if high > low:
-                    ends[(tp.topic, tp.partition)] = high
+            offsets = end_offsets(consumer, [(tp.topic, tp.partition) for tp in partitions], timeout)
+            ends = {key: end for key, (low, end) in offsets.items() if end > low}
             partitions = [tp for tp in partitions if (tp.topic, tp.partition) in ends]
         events: list[ChessboardEvent] = []
         if not partitions:

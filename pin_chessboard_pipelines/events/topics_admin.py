@@ -7,9 +7,10 @@ relay creates the topics explicitly first and its producer never asks for auto-c
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Iterable, Mapping
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pin_chessboard_pipelines.events.payloads import EVENT_TYPES, topic_of
@@ -62,3 +63,63 @@ def ensure_topics(
     if created:
         log.info("created topics %s", ", ".join(sorted(created)))
     return sorted(created)
+
+
+def probe_consumer(bootstrap_servers: str) -> Consumer:
+    """An assign-only consumer for offset probes and range reads (joins no group, commits nothing)."""
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": "pin-chessboard-offset-probe",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 10,
+            "session.timeout.ms": 6000,
+        }
+    )
+
+
+def end_offsets(
+    consumer: Consumer, partitions: Iterable[tuple[str, int]], timeout: float = 10.0
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(low, end) per partition, end = the offset the next message will get.
+
+    ListOffsets alone is not trusted for `end`: the Tansu broker answers the base offset of the
+    last record batch + 1 there. So the last batch is read up to partition EOF, whose offset is
+    the end on every broker. `consumer` must be an assign-only consumer with
+    enable.partition.eof (see probe_consumer); its assignment is replaced.
+    """
+    partitions = list(partitions)
+    result: dict[tuple[str, int], tuple[int, int]] = {}
+    probes = []
+    for topic, partition in partitions:
+        low, reported = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        result[(topic, partition)] = (low, reported)
+        if reported > low:
+            probes.append(TopicPartition(topic, partition, max(low, reported - 1)))
+    if not probes:
+        return result
+    waiting = {(tp.topic, tp.partition) for tp in probes}
+    consumer.assign(probes)
+    deadline = time.monotonic() + timeout
+    try:
+        while waiting:
+            if time.monotonic() > deadline:
+                raise KafkaException(
+                    KafkaError(KafkaError._TIMED_OUT, "end offsets: no partition EOF in time")
+                )
+            for message in consumer.consume(10_000, 0.1):
+                key = (message.topic(), message.partition())
+                error = message.error()
+                if error is None:
+                    continue
+                if error.code() == KafkaError._PARTITION_EOF and key in waiting:
+                    low, _ = result[key]
+                    result[key] = (low, message.offset())
+                    waiting.discard(key)
+                elif error.code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(error)
+    finally:
+        consumer.unassign()
+    return result

@@ -91,3 +91,15 @@ OUTBOX_PUBLISHED = Counter(
     "chessboard_outbox_published_total", "Outbox messages acknowledged by Kafka", ["topic"]
 )
 OUTBOX_PUBLISH_ERRORS = Counter("chessboard_outbox_publish_errors_total", "Failed relay attempts")
+
+# talent-chessboard-sync (streaming consumer; seed 004: consumer lag < 5 min after the hand-over)
+TALENT_SYNC_MESSAGES = Counter(
+    "chessboard_talent_sync_messages_total",
+    "Talent topic messages applied by the streaming sync, by stage and result",
+    ["stage", "result"],
+)
+TALENT_SYNC_LAG = Gauge(
+    "chessboard_talent_sync_lag_messages",
+    "Messages of the Talent topics not yet applied by the streaming sync (last measured)",
+    multiprocess_mode="mostrecent",
+)

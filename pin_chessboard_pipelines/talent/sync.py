@@ -1,0 +1,421 @@
+"""talent-chessboard-sync: the continuous consumer of the six Talent topics (talent-source.md,
+"Kafka topics"; seed 004 hands the replica over to it after the bootstrap).
+
+- Consumer group `pin-chessboard-talent-sync`, no auto-commit: the offsets of a poll batch are
+  committed only after the batch's database transaction committed (a crash in between re-applies
+  the batch, which the version guard makes a no-op).
+- ONE consumer reads every partition of the six topics (assigned, starting at the group's
+  committed offsets), under a PostgreSQL advisory lock: the stage barrier below needs to see all
+  partitions, and per-key order needs one reader per key anyway. A second `talent-sync` is
+  refused (CHESSBOARD_SYNC_LOCK_HELD); a dead one loses the lock with its session.
+- One poll batch = one transaction, through the single apply path (talent/topic_source
+  `apply_topic_items` -> replica/apply): the same mapping, version guard, quarantine, outbox
+  events and recalc requests as ApiPull and TopicReplay; tombstones are soft deletes.
+- Stage barrier, as in the import: a batch applies its topics in parent -> child order, and the
+  messages of a child topic are applied only when every parent topic is caught up (its assigned
+  partitions are at their end offset, measured after the fetch). Otherwise the child partitions
+  are rewound to the held messages and paused until the parents caught up, so a child never
+  meets CHESSBOARD_SYNC_PARENT_NOT_FOUND because its parent is merely further back in a topic.
+- After the commit, the fast path of the outbox relay publishes the batch's events.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, TopicPartition
+from sqlalchemy.engine import Engine
+
+from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
+from pin_chessboard_pipelines.events.relay import OutboxRelay
+from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
+from pin_chessboard_pipelines.observability.metrics import TALENT_SYNC_LAG, TALENT_SYNC_MESSAGES
+from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
+from pin_chessboard_pipelines.store.handbook_replica import load_handbook
+from pin_chessboard_pipelines.store.queries import queries
+from pin_chessboard_pipelines.talent.topic_source import apply_topic_items, decode_message, is_tombstone
+from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, STAGES, TOPICS
+
+log = logging.getLogger(__name__)
+
+STAGE_INDEX = {stage.topic: i for i, stage in enumerate(STAGES)}
+SYNC_LOCK_HELD = "CHESSBOARD_SYNC_LOCK_HELD"
+
+
+@dataclass
+class SyncResult:
+    batches: int = 0
+    messages: int = 0
+    tombstones: int = 0
+    applied: int = 0
+    skipped: int = 0
+    failed: int = 0  # quarantined
+    events: int = 0
+    retries: int = 0  # batches rolled back and read again
+    held: int = 0  # times a child topic waited for its parents (stage barrier)
+    published: int = 0  # outbox rows the fast path relayed
+    seconds: float = 0.0
+    stopped: str = ""  # idle | deadline | stopped
+    stages: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add(self, stage: str, result: ApplyResult, tombstones: int) -> None:
+        self.applied += result.applied
+        self.skipped += result.skipped
+        self.failed += result.failed
+        self.events += result.events
+        self.tombstones += tombstones
+        counters = self.stages.setdefault(stage, {"planned": 0, "applied": 0, "skipped": 0, "failed": 0})
+        for name in counters:
+            counters[name] += getattr(result, name)
+
+    @property
+    def messages_per_second(self) -> float:
+        return self.messages / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "batches": self.batches,
+            "messages": self.messages,
+            "tombstones": self.tombstones,
+            "applied": self.applied,
+            "skipped": self.skipped,
+            "failed": self.failed,
+            "events": self.events,
+            "published": self.published,
+            "retries": self.retries,
+            "held": self.held,
+            "seconds": round(self.seconds, 3),
+            "messagesPerSecond": round(self.messages_per_second, 1),
+            "stopped": self.stopped,
+            "stages": self.stages,
+        }
+
+
+class SyncFailed(Exception):
+    """A batch kept failing to apply: the run stops, its offsets stay where they were."""
+
+
+class TalentSync:
+    """The streaming consumer; `run()` consumes until stopped, idle (`until_idle`) or the deadline."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        bootstrap_servers: str,
+        *,
+        group_id: str = CONSUMER_GROUP,
+        batch_size: int = 2000,
+        poll_timeout: float = 0.5,
+        debounce_seconds: float = 30.0,
+        cap_seconds: float = 300.0,
+        correlation_id: str | None = None,
+        relay_events: bool = True,
+        max_attempts: int = 5,
+        retry_backoff: float = 0.5,
+        timeout: float = 30.0,
+    ) -> None:
+        self.engine = engine
+        self.bootstrap_servers = bootstrap_servers
+        self.group_id = group_id
+        self.batch_size = batch_size
+        self.poll_timeout = poll_timeout
+        self.debounce_seconds = debounce_seconds
+        self.cap_seconds = cap_seconds
+        self.correlation_id = correlation_id or f"talent-sync:{uuid.uuid4()}"
+        self.relay_events = relay_events
+        self.max_attempts = max_attempts
+        self.retry_backoff = retry_backoff
+        self.timeout = timeout
+        self._assigned: set[tuple[str, int]] = set()
+        self._paused: set[int] = set()  # stage indexes waiting for their parents
+        self._consumer: Consumer | None = None
+        self._probe: Consumer | None = None
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def run(
+        self,
+        *,
+        until_idle: bool = False,
+        idle_seconds: float = 0.5,
+        max_seconds: float | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> SyncResult:
+        """Consumes until `should_stop()`, the deadline, or (`until_idle`) no message is left."""
+        started = time.monotonic()
+        with self.engine.connect() as raw_lock_conn:
+            lock_conn = raw_lock_conn.execution_options(isolation_level="AUTOCOMMIT")
+            if not lock_conn.execute(queries("talent_sync")["talent_sync_try_lock"]).scalar_one():
+                raise Refused("another talent-sync consumer is running", SYNC_LOCK_HELD)
+            try:
+                result = self._run_locked(
+                    until_idle, idle_seconds, max_seconds, should_stop or (lambda: False)
+                )
+            finally:
+                try:
+                    lock_conn.execute(queries("talent_sync")["talent_sync_unlock"])
+                except Exception:  # the session is gone, and the lock with it
+                    raw_lock_conn.invalidate()
+        result.seconds = time.monotonic() - started
+        log.info("talent-sync %s", result.as_dict())
+        return result
+
+    def _run_locked(
+        self, until_idle: bool, idle_seconds: float, max_seconds: float | None, stop: Callable[[], bool]
+    ) -> SyncResult:
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        result = SyncResult()
+        self._probe = probe_consumer(self.bootstrap_servers)
+        consumer: Consumer | None = None
+        relay: OutboxRelay | None = None
+        try:
+            self._assigned = self._partitions()
+            with self.engine.connect() as conn:
+                handbook = load_handbook(conn)
+            contexts = {
+                stage.topic: ApplyContext(
+                    correlation_id=self.correlation_id,
+                    handbook=handbook,
+                    debounce_seconds=self.debounce_seconds,
+                    cap_seconds=self.cap_seconds,
+                    stage=stage.name,
+                )
+                for stage in STAGES
+            }
+            consumer = self._consumer = Consumer(
+                {
+                    "bootstrap.servers": self.bootstrap_servers,
+                    "group.id": self.group_id,
+                    "client.id": "pin-chessboard-talent-sync",
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest",
+                    "session.timeout.ms": 6000,
+                    "fetch.wait.max.ms": 100,
+                }
+            )
+            # every partition, from the group's committed offsets (earliest where there is none)
+            consumer.assign([TopicPartition(t, p, OFFSET_STORED) for t, p in sorted(self._assigned)])
+            relay = OutboxRelay(self.engine, self.bootstrap_servers) if self.relay_events else None
+            self._loop(consumer, relay, contexts, result, until_idle, idle_seconds, deadline, stop)
+        finally:
+            if consumer is not None:
+                consumer.close()
+            self._consumer = None
+            if relay is not None:
+                relay.close()
+            self._probe.close()
+            self._probe = None
+            self._paused.clear()
+        return result
+
+    def _loop(
+        self,
+        consumer: Consumer,
+        relay: OutboxRelay | None,
+        contexts: dict[str, ApplyContext],
+        result: SyncResult,
+        until_idle: bool,
+        idle_seconds: float,
+        deadline: float | None,
+        stop: Callable[[], bool],
+    ) -> None:
+        attempts = 0
+        idle_since: float | None = None
+        while True:
+            if stop():
+                result.stopped = "stopped"
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                result.stopped = "deadline"
+                return
+            messages = self._poll(consumer)
+            if not messages:
+                if self._paused:
+                    self._resume_ready()
+                if until_idle and not self._paused:
+                    idle_since = idle_since or time.monotonic()
+                    if time.monotonic() - idle_since >= idle_seconds and self._lag() == 0:
+                        result.stopped = "idle"
+                        return
+                continue
+            idle_since = None
+            batch = self._barrier(messages, result)
+            if not batch:
+                continue
+            try:
+                applied = self._apply(batch, contexts, result)
+            except Exception as error:  # roll back, read the batch again (seed 004: retry with backoff)
+                attempts += 1
+                result.retries += 1
+                self._rewind(batch)
+                if attempts >= self.max_attempts:
+                    raise SyncFailed(
+                        f"a poll batch failed {attempts} times: {type(error).__name__}: {error}"
+                    ) from error
+                log.warning("talent-sync batch failed (attempt %d): %r; retrying", attempts, error)
+                _sleep_unless(self.retry_backoff * 2 ** (attempts - 1), stop)
+                continue
+            attempts = 0
+            self._commit(consumer, batch)
+            result.batches += 1
+            if relay is not None and applied.events:
+                result.published += relay.relay_pending().published
+
+    def _poll(self, consumer: Consumer) -> list[Any]:
+        messages = []
+        for message in consumer.consume(self.batch_size, self.poll_timeout):
+            error = message.error()
+            if error is None:
+                messages.append(message)
+            elif error.fatal():
+                raise KafkaException(error)
+            elif error.code() != KafkaError._PARTITION_EOF:
+                log.warning("talent-sync consumer: %s", error.str())
+        return messages
+
+    # -- the stage barrier --------------------------------------------------------------------
+
+    def _barrier(self, messages: list[Any], result: SyncResult) -> list[Any]:
+        """The messages that may be applied now; those of child topics whose parents lag are
+        rewound and their topics paused."""
+        stages_in_batch = {STAGE_INDEX[m.topic()] for m in messages}
+        children = [s for s in stages_in_batch if s > 0]
+        if not children:
+            return messages
+        lagging = self._first_lagging_stage(max(children))
+        if lagging is None:
+            return messages
+        held_stages = {s for s in stages_in_batch if s > lagging}
+        held = [m for m in messages if STAGE_INDEX[m.topic()] in held_stages]
+        for stage in held_stages:
+            self._pause(stage)
+        self._rewind(held)
+        result.held += 1
+        return [m for m in messages if STAGE_INDEX[m.topic()] not in held_stages]
+
+    def _first_lagging_stage(self, below: int) -> int | None:
+        """The first stage (index < below) whose assigned partitions are not at their end."""
+        lag = self._lag_by_stage(range(below))
+        return next((stage for stage in range(below) if lag.get(stage, 0) > 0), None)
+
+    def _lag_by_stage(self, stages: range | list[int]) -> dict[int, int]:
+        wanted = {STAGES[s].topic for s in stages}
+        partitions = sorted(tp for tp in self._assigned if tp[0] in wanted)
+        if not partitions:
+            return {}
+        assert self._consumer is not None and self._probe is not None
+        ends = end_offsets(self._probe, partitions, self.timeout)
+        positions = self._positions(partitions)
+        lag: dict[int, int] = defaultdict(int)
+        for key in partitions:
+            low, end = ends[key]
+            lag[STAGE_INDEX[key[0]]] += max(0, end - max(low, positions.get(key, low)))
+        return lag
+
+    def _lag(self) -> int:
+        total = sum(self._lag_by_stage(list(range(len(STAGES)))).values())
+        TALENT_SYNC_LAG.set(total)
+        return total
+
+    def _positions(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Next offset to apply per partition: the consumer's position, else the committed offset."""
+        assert self._consumer is not None
+        tps = [TopicPartition(t, p) for t, p in partitions]
+        out = {(tp.topic, tp.partition): tp.offset for tp in self._consumer.position(tps)}
+        unknown = [TopicPartition(t, p) for (t, p), offset in out.items() if offset < 0]
+        if unknown:
+            for tp in self._consumer.committed(unknown, timeout=self.timeout):
+                out[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else -1
+        return {key: offset for key, offset in out.items() if offset >= 0}
+
+    def _pause(self, stage: int) -> None:
+        assert self._consumer is not None
+        topic = STAGES[stage].topic
+        self._consumer.pause([TopicPartition(t, p) for t, p in self._assigned if t == topic])
+        self._paused.add(stage)
+
+    def _resume_ready(self) -> None:
+        assert self._consumer is not None
+        lag = self._lag_by_stage(range(max(self._paused)))
+        for stage in sorted(self._paused):
+            if all(lag.get(parent, 0) == 0 for parent in range(stage)):
+                topic = STAGES[stage].topic
+                self._consumer.resume([TopicPartition(t, p) for t, p in self._assigned if t == topic])
+                self._paused.discard(stage)
+
+    def _rewind(self, messages: list[Any]) -> None:
+        """Seek every partition of `messages` back to its first message there."""
+        assert self._consumer is not None
+        first: dict[tuple[str, int], int] = {}
+        for m in messages:
+            key = (m.topic(), m.partition())
+            first[key] = min(first.get(key, m.offset()), m.offset())
+        for (topic, partition), offset in first.items():
+            self._consumer.seek(TopicPartition(topic, partition, offset))
+
+    # -- applying and committing --------------------------------------------------------------
+
+    def _apply(self, batch: list[Any], contexts: dict[str, ApplyContext], result: SyncResult) -> ApplyResult:
+        by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for message in batch:  # consume() keeps the order of each partition
+            by_topic[message.topic()].append(decode_message(message.key(), message.value()))
+        total = ApplyResult()
+        applied: list[tuple[str, ApplyResult, int]] = []
+        with self.engine.begin() as conn:
+            for stage in STAGES:  # parent -> child
+                items = by_topic.get(stage.topic)
+                if items:
+                    r = apply_topic_items(conn, stage.entity, items, contexts[stage.topic])
+                    applied.append((stage.name, r, sum(1 for i in items if is_tombstone(i))))
+        for stage_name, r, tombstones in applied:  # counted once the transaction committed
+            result.add(stage_name, r, tombstones)
+            total.events += r.events
+            for name in ("applied", "skipped", "failed"):
+                if getattr(r, name):
+                    TALENT_SYNC_MESSAGES.labels(stage_name, name).inc(getattr(r, name))
+        result.messages += len(batch)
+        return total
+
+    def _commit(self, consumer: Consumer, batch: list[Any]) -> None:
+        """Offsets after the transaction: a failed commit only means the batch comes again."""
+        last: dict[tuple[str, int], int] = {}
+        for m in batch:
+            key = (m.topic(), m.partition())
+            last[key] = max(last.get(key, -1), m.offset())
+        offsets = [TopicPartition(t, p, offset + 1) for (t, p), offset in last.items()]
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as error:
+            log.warning("talent-sync: committing offsets failed (%s); the batch will be read again", error)
+
+    def _partitions(self) -> set[tuple[str, int]]:
+        """Every partition of the six topics; missing topics are refused."""
+        assert self._probe is not None
+        try:
+            metadata = self._probe.list_topics(timeout=self.timeout)
+        except KafkaException as error:
+            raise Refused(
+                f"talent-sync: Kafka at {self.bootstrap_servers} did not answer: {error}",
+                IMPORT_SOURCE_UNAVAILABLE,
+            ) from None
+        missing = [t for t in TOPICS if t not in metadata.topics or metadata.topics[t].error is not None]
+        if missing:
+            raise Refused(
+                f"talent-sync: Talent topic(s) missing: {', '.join(missing)}", IMPORT_SOURCE_UNAVAILABLE
+            )
+        return {(t, p) for t in TOPICS for p in metadata.topics[t].partitions}
+
+
+def _sleep_unless(seconds: float, stop: Callable[[], bool]) -> None:
+    end = time.monotonic() + seconds
+    while not stop() and time.monotonic() < end:
+        time.sleep(min(0.1, max(0.0, end - time.monotonic())))
+
+
+__all__ = ["SyncFailed", "SyncResult", "TalentSync"]

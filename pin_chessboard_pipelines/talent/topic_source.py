@@ -1,0 +1,444 @@
+"""TopicReplay: the import reads the six compacted Talent topics (talent-source.md, "Kafka topics").
+
+Seed 004, Mode = TopicReplay: the consumer group `pin-chessboard-talent-sync` is reset to offset 0
+and the topics are re-consumed through the same apply path as the streaming consumer, stage by
+stage in parent -> child order; the import keeps its pages, leases, resume, quarantine and DryRun.
+
+A page is an offset range of one partition: cursor `"<partition>:<start>:<end>"` = offsets
+[start, min(start + page_size, end)), where `end` is the partition's end offset when the walk
+reached it. A cursor therefore names the same messages whenever it is read again (a re-claimed or
+resumed page); compaction can only make a page shorter. The walk goes partition by partition.
+
+Items: a snapshot is its decoded JSON object; a tombstone (null value) is `{"id": key, TOMBSTONE:
+True}`; a value that is not a JSON object becomes `{"id": key, "undecodableValue": …}`, which the
+apply path quarantines. `apply_topic_items` is the apply function of pages and of poll batches of
+the streaming consumer: snapshots through `apply_snapshots`, tombstones through `apply_tombstones`,
+in message order.
+
+Scoped replays (DeveloperIdFilter / ProjectIdFilter) keep the items whose parent chain is in scope;
+the in-scope ids of a parent stage come from reading that parent's topic (cached per source).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+from sqlalchemy.engine import Connection, Engine
+
+from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
+from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
+from pin_chessboard_pipelines.replica.apply import (
+    ApplyContext,
+    ApplyResult,
+    apply_snapshots,
+    apply_tombstones,
+)
+from pin_chessboard_pipelines.store.queries import queries
+from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentTransientError
+from pin_chessboard_pipelines.talent.topics import (
+    CONSUMER_GROUP,
+    DEVELOPERS,
+    PROJECTS,
+    STAGE_BY_ENTITY,
+    TOPICS,
+    TalentStage,
+)
+from pin_chessboard_pipelines.talent_import.request import ImportMode, Scope
+from pin_chessboard_pipelines.talent_import.source import PlannedPage
+
+log = logging.getLogger(__name__)
+
+Item = dict[str, Any]
+TOMBSTONE = "__tombstone__"
+# Group states in which members consume: the offsets are theirs then, a reset would race them.
+ACTIVE_GROUP_STATES = frozenset(
+    {
+        ConsumerGroupState.STABLE,
+        ConsumerGroupState.PREPARING_REBALANCING,
+        ConsumerGroupState.COMPLETING_REBALANCING,
+    }
+)
+# The parent a scoped stage is filtered by: entity -> (field of the item, parent entity).
+SCOPE_PARENT = {
+    "project": ("developerId", "developer"),
+    "building": ("projectId", "project"),
+    "layoutGroup": ("projectId", "project"),
+    "layout": ("projectId", "project"),
+    "propertyObject": ("buildingId", "building"),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages as items, and the apply path of topic items
+
+
+def decode_message(key: bytes | None, value: bytes | None) -> Item:
+    """One message of a Talent topic as an item of the apply path."""
+    key_text = key.decode("utf-8", "replace") if key is not None else None
+    if value is None:
+        return {"id": key_text, TOMBSTONE: True}
+    try:
+        item = json.loads(value)
+    except ValueError:
+        item = None
+    if not isinstance(item, dict):
+        return {"id": key_text, "undecodableValue": value[:512].decode("utf-8", "replace")}
+    return item
+
+
+def is_tombstone(item: Item) -> bool:
+    return item.get(TOMBSTONE) is True
+
+
+def merge_results(results: Sequence[ApplyResult]) -> ApplyResult:
+    merged = ApplyResult()
+    for r in results:
+        merged.planned += r.planned
+        merged.applied += r.applied
+        merged.skipped += r.skipped
+        merged.failed += r.failed
+        merged.touched_projects |= r.touched_projects
+        merged.events += r.events
+        merged.unknown_enums.extend(r.unknown_enums)
+        merged.quarantined.extend(r.quarantined)
+        merged.created += r.created
+        merged.unresolved_references.extend(r.unresolved_references)
+    return merged
+
+
+def apply_topic_items(conn: Connection, entity: str, items: Sequence[Item], ctx: ApplyContext) -> ApplyResult:
+    """Applies topic items of one entity in message order, in the caller's transaction: runs of
+    snapshots through apply_snapshots, runs of tombstones through apply_tombstones."""
+    results: list[ApplyResult] = []
+    run: list[Item] = []
+    for item in items:
+        if run and is_tombstone(run[0]) != is_tombstone(item):
+            results.append(_apply_run(conn, entity, run, ctx))
+            run = []
+        run.append(item)
+    if run:
+        results.append(_apply_run(conn, entity, run, ctx))
+    return merge_results(results) if len(results) != 1 else results[0]
+
+
+def _apply_run(conn: Connection, entity: str, run: list[Item], ctx: ApplyContext) -> ApplyResult:
+    if is_tombstone(run[0]):
+        return apply_tombstones(conn, entity, [item["id"] for item in run], ctx)
+    return apply_snapshots(conn, entity, run, ctx)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cursors
+
+
+def format_cursor(partition: int, start: int, end: int) -> str:
+    return f"{partition}:{start}:{end}"
+
+
+def parse_cursor(cursor: str) -> tuple[int, int, int]:
+    try:
+        partition, start, end = (int(part) for part in cursor.split(":"))
+    except ValueError:
+        raise ValueError(f"{cursor!r} is not a TopicReplay cursor (partition:start:end)") from None
+    if partition < 0 or start < 0 or end < start:
+        raise ValueError(f"{cursor!r} is not a TopicReplay cursor (partition:start:end)")
+    return partition, start, end
+
+
+# ---------------------------------------------------------------------------------------------
+# The source
+
+
+class TopicReplaySource:
+    """The ImportSource of Mode = TopicReplay. One reader consumer per thread (assign-only)."""
+
+    mode = ImportMode.TOPIC_REPLAY
+    apply = staticmethod(apply_topic_items)  # pages carry tombstones: apply them with this
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        group_id: str = CONSUMER_GROUP,
+        reset_offsets: bool = True,
+        should_stop: Callable[[], bool] | None = None,
+        timeout: float = 30.0,
+        engine: Engine | None = None,
+    ) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.engine = engine  # the store: a running talent-sync holds its lock there
+        self.group_id = group_id
+        self.reset_offsets = reset_offsets  # False in a DryRun: it writes nothing, on Kafka either
+        self.timeout = timeout
+        self._should_stop = should_stop or (lambda: False)
+        self._local = threading.local()
+        self._consumers: list[Consumer] = []
+        self._lock = threading.Lock()
+        self._scope_ids: dict[tuple[str, str], frozenset[str]] = {}
+        self._partitions: dict[str, list[int]] = {}
+
+    def __repr__(self) -> str:
+        return f"TopicReplaySource({self.bootstrap_servers!r})"
+
+    # -- availability and the group reset (seed 004, "Проверка входа")
+
+    def check_available(self) -> None:
+        """The six topics exist and the group's offsets can be reset; then resets them to 0."""
+        try:
+            metadata = self._consumer().list_topics(timeout=self.timeout)
+        except KafkaException as error:
+            raise self._unavailable(
+                f"Kafka at {self.bootstrap_servers} did not answer: {_text(error)}"
+            ) from None
+        missing = [t for t in TOPICS if t not in metadata.topics or metadata.topics[t].error is not None]
+        if missing:
+            raise self._unavailable(f"Talent topic(s) missing: {', '.join(missing)}")
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        try:
+            group = admin.describe_consumer_groups([self.group_id], request_timeout=self.timeout)[
+                self.group_id
+            ].result(self.timeout)
+        except KafkaException as error:
+            raise self._unavailable(
+                f"consumer group {self.group_id} cannot be described: {_text(error)}"
+            ) from None
+        if group.state in ACTIVE_GROUP_STATES or self._sync_running():
+            raise self._unavailable(
+                f"consumer group {self.group_id} is in use (talent-sync is running): "
+                "its offsets cannot be reset; stop the streaming sync first"
+            )
+        if not self.reset_offsets:
+            return
+        offsets = [
+            TopicPartition(topic, partition, 0)
+            for topic in TOPICS
+            for partition in sorted(metadata.topics[topic].partitions)
+        ]
+        try:
+            future = admin.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(self.group_id, offsets)], request_timeout=self.timeout
+            )[self.group_id]
+            answered = future.result(self.timeout)
+        except KafkaException as error:
+            raise self._unavailable(f"offsets of {self.group_id} cannot be reset: {_text(error)}") from None
+        failed = [tp for tp in answered.topic_partitions if tp.error is not None]
+        if failed:
+            raise self._unavailable(f"offsets of {self.group_id} cannot be reset: {failed[0].error.str()}")
+        log.info("consumer group %s reset to offset 0 on %d partitions", self.group_id, len(offsets))
+
+    def _sync_running(self) -> bool:
+        """talent-sync reads with assigned partitions (no group membership): its lock tells."""
+        if self.engine is None:
+            return False
+        named = queries("talent_sync")
+        with self.engine.connect() as conn:
+            if not conn.execute(named["talent_sync_try_lock"]).scalar_one():
+                return True
+            conn.execute(named["talent_sync_unlock"])
+            conn.commit()
+        return False
+
+    def _unavailable(self, message: str) -> Refused:
+        return Refused(f"TopicReplay: {message}", IMPORT_SOURCE_UNAVAILABLE)
+
+    # -- the walk
+
+    def plan_pages(
+        self, stage: TalentStage, scope: Scope, *, page_size: int, start: str | None = None
+    ) -> Iterator[PlannedPage]:
+        topic = stage.topic
+        position = parse_cursor(start) if start else self._first_range(topic, after=None)
+        while position is not None:
+            partition, first, end = position
+            stop = min(first + page_size, end)
+            items = self._filter(stage, scope, self._read(topic, partition, first, stop))
+            following = (partition, stop, end) if stop < end else self._first_range(topic, after=partition)
+            yield PlannedPage(
+                format_cursor(partition, first, end),
+                format_cursor(*following) if following is not None else None,
+                items,
+            )
+            position = following
+
+    def fetch_page(
+        self, stage: TalentStage, cursor: str | None, scope: Scope, *, page_size: int
+    ) -> list[Item]:
+        if cursor is None:  # the closing page of a walk that found no message
+            return []
+        partition, first, end = parse_cursor(cursor)
+        return self._filter(
+            stage, scope, self._read(stage.topic, partition, first, min(first + page_size, end))
+        )
+
+    def _topic_partitions(self, topic: str) -> list[int]:
+        if topic not in self._partitions:
+            metadata = self._consumer().list_topics(topic, timeout=self.timeout).topics.get(topic)
+            if metadata is None or metadata.error is not None:
+                raise self._unavailable(f"topic {topic} is missing")
+            self._partitions[topic] = sorted(metadata.partitions)
+        return self._partitions[topic]
+
+    def _first_range(self, topic: str, after: int | None) -> tuple[int, int, int] | None:
+        """(partition, low, end) of the first non-empty partition after `after`, or None."""
+        for partition in self._topic_partitions(topic):
+            if after is not None and partition <= after:
+                continue
+            low, end = self._offsets(topic, partition)
+            if end > low:
+                return partition, low, end
+        return None
+
+    def _offsets(self, topic: str, partition: int) -> tuple[int, int]:
+        try:
+            return end_offsets(self._consumer(), [(topic, partition)], self.timeout)[(topic, partition)]
+        except KafkaException as error:
+            raise TalentTransientError(f"offsets of {topic}[{partition}]: {_text(error)}") from None
+
+    # -- reading
+
+    def _read(self, topic: str, partition: int, first: int, stop: int) -> list[Item]:
+        """The items at offsets [first, stop) of one partition (fewer when compaction removed some)."""
+        if first >= stop:
+            return []
+        consumer = self._consumer()
+        consumer.assign([TopicPartition(topic, partition, first)])
+        items: list[Item] = []
+        deadline = time.monotonic() + self.timeout
+        try:
+            while True:
+                if self._should_stop():
+                    raise TalentCancelled(f"reading {topic}[{partition}] stopped")
+                if time.monotonic() > deadline:
+                    raise TalentTransientError(
+                        f"reading {topic}[{partition}] offsets {first}..{stop - 1}: no progress in {self.timeout:.0f}s"
+                    )
+                for message in consumer.consume(min(stop - first, 5000), 0.2):
+                    error = message.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            return items  # the partition ends before `stop` (truncated or compacted)
+                        raise TalentTransientError(f"reading {topic}[{partition}]: {error.str()}")
+                    if message.offset() >= stop:
+                        return items
+                    items.append(decode_message(message.key(), message.value()))
+                    if message.offset() + 1 >= stop:
+                        return items
+        finally:
+            consumer.unassign()
+
+    def _read_all(self, topic: str) -> Iterator[Item]:
+        """Every message of a topic up to its current end, partition by partition."""
+        for partition in self._topic_partitions(topic):
+            low, end = self._offsets(topic, partition)
+            yield from self._read(topic, partition, low, end)
+
+    def _consumer(self) -> Consumer:
+        consumer = getattr(self._local, "consumer", None)
+        if consumer is None:
+            consumer = probe_consumer(self.bootstrap_servers)
+            self._local.consumer = consumer
+            with self._lock:
+                self._consumers.append(consumer)
+        return consumer
+
+    # -- scopes
+
+    def _filter(self, stage: TalentStage, scope: Scope, items: list[Item]) -> list[Item]:
+        if not (scope.developer_id or scope.project_id):
+            return items
+        entity = stage.entity
+        by_own_id = entity == "developer" or (entity == "project" and scope.project_id is not None)
+        own = self.scope_ids(entity, scope) if by_own_id else None
+        field_name, parent = SCOPE_PARENT.get(entity, ("id", entity))
+        parents = None if by_own_id else self.scope_ids(parent, scope)
+        kept = []
+        for item in items:
+            if is_tombstone(item):
+                own = own if own is not None else self.scope_ids(entity, scope)
+                keep = _lower(item.get("id")) in own
+            elif parents is None:
+                keep = _lower(item.get("id")) in (own or ())
+            else:
+                keep = _lower(item.get(field_name)) in parents
+            if keep:
+                kept.append(item)
+        return kept
+
+    def scope_ids(self, entity: str, scope: Scope) -> frozenset[str]:
+        """Talent ids of `entity` in `scope`, from the topics (cached)."""
+        key = (entity, scope.key)
+        if key in self._scope_ids:
+            return self._scope_ids[key]
+        if entity == "developer":
+            if scope.developer_id:
+                ids = frozenset({scope.developer_id.lower()})
+            else:
+                ids = frozenset(d for d in (self._developer_of(scope.project_id),) if d)
+        elif entity == "project" and scope.project_id:
+            ids = frozenset({scope.project_id.lower()})
+        else:
+            field_name, parent = SCOPE_PARENT[entity]
+            parents = self.scope_ids(parent, scope)
+            ids = frozenset(
+                _lower(item.get("id"))
+                for item in self._read_all(STAGE_BY_ENTITY[entity].topic)
+                if not is_tombstone(item) and _lower(item.get(field_name)) in parents
+            )
+        self._scope_ids[key] = ids
+        return ids
+
+    def _developer_of(self, project_id: str | None) -> str | None:
+        wanted = _lower(project_id)
+        found = None
+        for item in self._read_all(PROJECTS.topic):
+            if not is_tombstone(item) and _lower(item.get("id")) == wanted:
+                found = _lower(item.get("developerId"))  # the last snapshot wins
+        return found
+
+    def developer_ids(self, project_id: str | None = None) -> list[str]:
+        if project_id:
+            developer = self._developer_of(project_id)
+            return [developer] if developer else []
+        seen: dict[str, None] = {}
+        for item in self._read_all(DEVELOPERS.topic):
+            if not is_tombstone(item) and isinstance(item.get("id"), str):
+                seen[item["id"].lower()] = None
+        return list(seen)
+
+    def close(self) -> None:
+        with self._lock:
+            consumers, self._consumers = self._consumers, []
+        for consumer in consumers:
+            consumer.close()
+
+
+def _lower(value: Any) -> str | None:
+    return value.lower() if isinstance(value, str) else None
+
+
+def _text(error: KafkaException) -> str:
+    return error.args[0].str() if error.args and isinstance(error.args[0], KafkaError) else str(error)
+
+
+__all__ = [
+    "TOMBSTONE",
+    "TopicReplaySource",
+    "apply_topic_items",
+    "decode_message",
+    "format_cursor",
+    "parse_cursor",
+]

@@ -1,0 +1,178 @@
+"""The streaming consumer of the Talent topics against real PostgreSQL and a Tansu broker."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import sqlalchemy as sa
+
+from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
+from pin_chessboard_pipelines.events.consumer import read_events
+from pin_chessboard_pipelines.events.payloads import PROPERTY_OBJECT_UPSERTED, topic_of
+from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
+from pin_chessboard_pipelines.replica.apply import STREAMING_RUN_ID
+from pin_chessboard_pipelines.replica.ids import pin_id
+from pin_chessboard_pipelines.store.tables import REPLICA_TABLES
+from pin_chessboard_pipelines.talent.simulator import dataset
+from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
+from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
+from pin_chessboard_pipelines.talent.sync import SYNC_LOCK_HELD, SyncFailed, TalentSync
+from pin_chessboard_pipelines.talent.topic_source import TopicReplaySource
+from pin_chessboard_pipelines.talent.topics import PROPERTY_OBJECTS, STAGES
+from tests.integration.talent_kafka import committed_offsets, count, own_broker, produce, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.kafka]
+
+SPEC = DatasetSpec(
+    developers=2,
+    projects_per_developer=2,
+    buildings_per_project=2,
+    layout_groups_per_project=2,
+    layouts_per_project=3,
+    objects_per_project=20,
+    deleted_every=9,
+    unknown_enum_every=7,
+    poison_every=13,
+)
+OBJECTS = dataset.count(SPEC, "property-objects")
+POISONED = [i for i in range(OBJECTS) if dataset.poison_kind(SPEC, i)]
+
+
+@pytest.fixture
+def broker():
+    with own_broker() as bootstrap:
+        yield bootstrap
+
+
+def sync(engine, bootstrap, **options):
+    options.setdefault("batch_size", 40)  # several poll batches, topics interleaved
+    return TalentSync(engine, bootstrap, poll_timeout=0.1, **options).run(until_idle=True, max_seconds=60)
+
+
+def reset(source: TopicReplaySource) -> None:
+    try:
+        source.check_available()
+    finally:
+        source.close()
+
+
+def rows(engine, table: str) -> int:
+    return count(engine, f"SELECT count(*) FROM chessboard.{table}")
+
+
+def test_sync_applies_parents_first_commits_offsets_and_deletes_on_tombstones(engine, broker):
+    published = publish_dataset(SPEC, broker)
+
+    first = sync(engine, broker)
+
+    assert first.stopped == "idle" and first.messages == sum(published.values())
+    for stage, table in zip(STAGES, REPLICA_TABLES, strict=True):
+        expected = dataset.count(SPEC, stage.collection) - (
+            len(POISONED) if table.name == "property_objects" else 0
+        )
+        assert rows(engine, table.name) == expected
+    # the stage barrier: only the poison items are quarantined, no child missed its parent
+    assert first.failed == len(POISONED) == rows(engine, "talent_import_failed_items")
+    assert count(
+        engine,
+        "SELECT count(*) FROM chessboard.talent_import_failed_items WHERE run_id = :r",
+        r=STREAMING_RUN_ID,
+    ) == len(POISONED)
+    committed = committed_offsets(broker)
+    probe = probe_consumer(broker)
+    try:
+        ends = end_offsets(probe, committed.keys())
+    finally:
+        probe.close()
+    assert {k: v for k, v in committed.items() if v >= 0} == {
+        k: end for k, (_, end) in ends.items() if end > 0
+    }
+    # the fast path put the events on Kafka
+    assert count(engine, "SELECT count(*) FROM chessboard.outbox_messages WHERE published_at IS NULL") == 0
+    upserted = read_events(broker, [topic_of(PROPERTY_OBJECT_UPSERTED)])
+    assert len(upserted) == OBJECTS - len(POISONED)
+    events = rows(engine, "outbox_messages")
+
+    assert sync(engine, broker).messages == 0  # nothing new since the committed offsets
+
+    victim = dataset.item(SPEC, "property-objects", 3)
+    object_id = pin_id("propertyObject", victim["id"])
+    version = count(engine, "SELECT version FROM chessboard.property_objects WHERE id = :id", id=object_id)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM chessboard.project_recalc_requests"))
+    produce(broker, PROPERTY_OBJECTS.topic, victim["id"], None)
+    produce(broker, PROPERTY_OBJECTS.topic, "00000000-0000-4000-8000-000000000001", None)  # unknown: no-op
+
+    deleted = sync(engine, broker)
+
+    assert (deleted.messages, deleted.tombstones, deleted.applied, deleted.skipped) == (2, 2, 1, 1)
+    with engine.connect() as conn:
+        row = conn.execute(
+            sa.text("SELECT deleted_at, version, project_id FROM chessboard.property_objects WHERE id = :id"),
+            {"id": object_id},
+        ).one()
+        payload = conn.execute(
+            sa.text(
+                "SELECT payload FROM chessboard.outbox_messages WHERE message_key = :id ORDER BY id DESC LIMIT 1"
+            ),
+            {"id": str(object_id)},
+        ).scalar_one()
+        recalc = (
+            conn.execute(sa.text("SELECT project_id FROM chessboard.project_recalc_requests")).scalars().all()
+        )
+    assert row.deleted_at is not None and row.version == version + 1
+    assert payload["deletedAt"] is not None and payload["version"] == version + 1
+    assert recalc == [row.project_id]  # the project's aggregates are requested again
+
+    reset(TopicReplaySource(broker))  # the group back to offset 0
+    replayed = sync(engine, broker)
+    assert replayed.messages == first.messages + 2
+    assert replayed.applied == 0 and replayed.failed == len(POISONED)  # version guard; poison stays poison
+    assert rows(engine, "outbox_messages") == events + 1  # only the tombstone's event was added
+
+
+def test_offsets_are_committed_only_after_the_transaction(engine, broker):
+    publish_dataset(SPEC, broker)
+    with engine.begin() as conn:  # every property object insert fails
+        conn.execute(
+            sa.text("ALTER TABLE chessboard.property_objects ADD CONSTRAINT test_no_rows CHECK (false)")
+        )
+
+    with pytest.raises(SyncFailed):
+        sync(engine, broker, max_attempts=2, retry_backoff=0.05)
+
+    offsets = committed_offsets(broker)
+    assert all(offsets[(PROPERTY_OBJECTS.topic, p)] < 0 for p in range(PROPERTY_OBJECTS.partitions))
+    assert rows(engine, "property_objects") == 0
+    with engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE chessboard.property_objects DROP CONSTRAINT test_no_rows"))
+    result = sync(engine, broker)
+    assert rows(engine, "property_objects") == OBJECTS - len(POISONED)
+    assert result.stages["PropertyObjects"]["planned"] == OBJECTS
+
+
+def test_one_consumer_at_a_time_and_missing_topics_are_refused(engine, broker):
+    with pytest.raises(Refused) as missing:
+        sync(engine, broker)
+    assert missing.value.code == IMPORT_SOURCE_UNAVAILABLE and "missing" in str(missing.value)
+
+    publish_dataset(DatasetSpec(), broker)
+    stop = threading.Event()
+    running = TalentSync(engine, broker, poll_timeout=0.1)
+    worker = threading.Thread(target=lambda: running.run(should_stop=stop.is_set))
+    worker.start()
+    try:
+        wait_until(lambda: rows(engine, "property_objects") > 0, what="the first consumer")
+        with pytest.raises(Refused) as second:
+            sync(engine, broker)
+        assert second.value.code == SYNC_LOCK_HELD
+        with pytest.raises(Refused) as replay:  # the group's offsets belong to the running consumer
+            reset(TopicReplaySource(broker, engine=engine))
+        assert replay.value.code == IMPORT_SOURCE_UNAVAILABLE and "talent-sync is running" in str(
+            replay.value
+        )
+    finally:
+        stop.set()
+        worker.join(timeout=30)
+    reset(TopicReplaySource(broker, engine=engine))  # free again
