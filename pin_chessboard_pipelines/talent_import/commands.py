@@ -69,39 +69,15 @@ def import_command(args: argparse.Namespace) -> int:
 def run_import_command(
     settings: Settings, request: TalentInitialImportRequest, run_id: str
 ) -> TalentInitialImportResult:
-    # Dagster is imported here: `pin-chessboard --help` and the refusals stay fast.
+    # Dagster is imported here: `pin-chessboard --help` stays fast.
     import dagster as dg
 
     from pin_chessboard_pipelines.defs.talent_import import definitions as talent_defs
     from pin_chessboard_pipelines.runtime.services import database_url, prepare_dagster_home
+    from pin_chessboard_pipelines.talent_import import sessions
     from pin_chessboard_pipelines.talent_import.progress import ProgressBar
-    from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
-    from pin_chessboard_pipelines.talent_import.source import make_source
-
-    source = make_source(request.mode, settings.talent_api_url, settings.talent_api_token)
-    try:
-        source.check_available()
-        if request.developer_ids:
-            developers = list(request.developer_ids)
-        else:  # the partitions: every Talent developer, or the one of the project
-            developers = source.developer_ids(request.project_id)
-    finally:
-        source.close()
 
     prepare_dagster_home(settings)
-    url = database_url(settings)
-    instance = dg.DagsterInstance.get()
-    talent_defs.add_developer_partitions(instance, developers)
-    partitions = list(instance.get_dynamic_partitions(talent_defs.TALENT_DEVELOPERS.name))
-    filtered = bool(request.project_id or request.developer_ids)
-    selected = developers[:1] if filtered else partitions
-    if not selected:
-        # Nothing to partition by (an empty source, or a project Talent does not list): the same
-        # import, without a Dagster run.
-        log.info("no developer partition to run: importing without a Dagster run")
-        source = make_source(request.mode, settings.talent_api_url, settings.talent_api_token)
-        return run_import(url, request, source, options=ImportOptions.from_settings(settings))
-
     config = talent_defs.TalentImportConfig(
         mode=request.mode.value,
         page_size=request.page_size,
@@ -109,17 +85,32 @@ def run_import_command(
         dry_run=request.dry_run,
         workers=request.workers,
     )
+    # Source availability, the lock and the run row (refusals happen here, before Dagster starts).
     session = talent_defs.open_session(
         settings,
-        url,
+        database_url(settings),
         config,
         correlation_id=run_id,
         developer_ids=list(request.developer_ids),  # none: every developer, listed without a filter
         dagster_run_id=run_id,
     )
-    import_run_id = session.run_id
+    instance = None
     try:
-        with ProgressBar(session.engine, import_run_id):
+        # The partitions of the run: the filtered developer, the project's developer, or all of them.
+        developers = list(request.developer_ids) or session.source.developer_ids(request.project_id)
+        instance = dg.DagsterInstance.get()
+        talent_defs.add_developer_partitions(instance, developers)
+        if request.developer_ids or request.project_id:
+            selected = developers[:1]
+        else:
+            selected = list(instance.get_dynamic_partitions(talent_defs.TALENT_DEVELOPERS.name))
+        if not selected:
+            # Nothing to partition by (an empty source, or a project Talent does not list): the same
+            # import, without a Dagster run.
+            log.info("no developer partition to run: importing without a Dagster run")
+            sessions.pop(run_id)
+            return session.run_stages()
+        with ProgressBar(session.engine, session.run_id):
             _import_job().execute_in_process(
                 instance=instance,
                 run_id=run_id,
@@ -130,17 +121,20 @@ def run_import_command(
                 },
                 raise_on_error=False,
             )
+    except KeyboardInterrupt:
+        talent_defs.end_session(run_id, RunStatus.CANCELLED, "interrupted")
+        raise
     finally:
-        # The assets end the session with the last stage; a run that stopped before that ends here.
-        dagster_run = instance.get_run_by_id(run_id)
+        # The assets end the session with the last stage; an import that stopped before ends here.
+        dagster_run = instance.get_run_by_id(run_id) if instance is not None else None
         cancelled = dagster_run is not None and dagster_run.status == dg.DagsterRunStatus.CANCELED
         talent_defs.end_session(
             run_id,
             RunStatus.CANCELLED if cancelled else RunStatus.FAILED,
-            "the Dagster run ended before the import did",
+            "the import stopped before its last stage",
         )
     with session.engine.connect() as conn:
-        return runs.result_of(runs.get_run(conn, import_run_id))
+        return runs.result_of(runs.get_run(conn, session.run_id))
 
 
 def _import_job():

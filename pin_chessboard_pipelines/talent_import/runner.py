@@ -171,7 +171,7 @@ class ImportSession:
         self.source = source
         self.options = options or ImportOptions()
         self.dagster_run_id = dagster_run_id
-        self._apply = apply or apply_snapshots
+        self._apply = apply or getattr(source, "apply", None) or apply_snapshots
         self._external_stop = should_stop
         self._stop = threading.Event()
         self.lock = AdvisoryLock(url)

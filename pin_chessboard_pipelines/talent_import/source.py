@@ -1,12 +1,13 @@
-"""Where the import reads Talent from: the Source protocol and its ApiPull implementation.
+"""Where the import reads Talent from: the Source protocol, its ApiPull implementation, make_source.
 
 Planning walks the source's cursors (`plan_pages`), page by page; a page is fetched again by its
 cursor (`fetch_page`) when it is processed by a worker that does not hold the items of the walk,
-which is safe because the order of a listing is stable for a cursor (talent-source.md). TopicReplay
-plugs in by implementing the same protocol (a cursor is then whatever locates a batch of records).
+which is safe because the order of a listing is stable for a cursor (talent-source.md).
+TopicReplay (talent/topic_source.py) implements the same protocol with offset ranges as cursors.
 
 Errors are the Talent client's: TalentTransientError (retry the page later), TalentPermanentError
-(the page fails), TalentCancelled (should_stop() asked to stop), TalentSourceUnavailable.
+(the page fails), TalentCancelled (should_stop() asked to stop); an unavailable source is refused
+by check_available with CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from sqlalchemy.engine import Engine
+
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
+from pin_chessboard_pipelines.settings import Settings
 from pin_chessboard_pipelines.talent.client import (
     MAX_PAGE_LIMIT,
     TalentApiClient,
@@ -37,6 +41,9 @@ class PlannedPage:
 
 
 class ImportSource(Protocol):
+    """A source may also carry `apply` (apply_snapshots' signature): the import applies its pages
+    with it (TopicReplay pages hold tombstones); otherwise with replica.apply.apply_snapshots."""
+
     mode: ImportMode
 
     def check_available(self) -> None:
@@ -136,20 +143,26 @@ class ApiPullSource:
 
 def make_source(
     mode: ImportMode,
-    talent_api_url: str,
-    talent_api_token: str | None,
+    settings: Settings,
     *,
     should_stop: Callable[[], bool] | None = None,
+    dry_run: bool = False,
+    engine: Engine | None = None,
     client_options: dict[str, Any] | None = None,
 ) -> ImportSource:
-    """The source of a mode; TopicReplay is refused until its reader exists."""
+    """The source of a mode: the Talent API, or the compacted Talent topics (talent/topic_source.py)."""
     if mode == ImportMode.API_PULL:
         return ApiPullSource(
-            talent_api_url, talent_api_token, should_stop=should_stop, client_options=client_options
+            settings.talent_api_url,
+            settings.talent_api_token,
+            should_stop=should_stop,
+            client_options=client_options,
         )
-    raise Refused(
-        f"{mode.value}: the topic replay source is not available in this version; use --mode ApiPull",
-        IMPORT_SOURCE_UNAVAILABLE,
+    from pin_chessboard_pipelines.talent.topic_source import TopicReplaySource
+
+    # A DryRun writes nothing, on Kafka either: the consumer group's offsets stay where they are.
+    return TopicReplaySource(
+        settings.kafka_bootstrap_servers, should_stop=should_stop, reset_offsets=not dry_run, engine=engine
     )
 
 

@@ -18,7 +18,9 @@ from pin_chessboard_pipelines.settings import PROJECT_ROOT
 from pin_chessboard_pipelines.store.engine import sqlalchemy_url, with_database
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
+from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
 from pin_chessboard_pipelines.talent_import.lock import AdvisoryLock
+from tests.integration.talent_kafka import own_broker
 
 SPEC = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=15)
 
@@ -69,9 +71,8 @@ def _result(stdout: str) -> dict:
             "CHESSBOARD_IMPORT_INVALID_REQUEST: PageSize 2001 is out of range 1..2000",
         ),
         ([], {"CHESSBOARD_TALENT_SYNC_ENABLED": "false"}, "CHESSBOARD_IMPORT_DISABLED: "),
-        (["--mode", "TopicReplay"], {}, "CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE: TopicReplay"),
     ],
-    ids=["both-filters", "page-size", "flag-off", "topic-replay"],
+    ids=["both-filters", "page-size", "flag-off"],
 )
 def test_refusals_exit_2_with_one_line(cli_env, talent_sim, args, extra_env, line):
     sim = talent_sim(SPEC)
@@ -94,7 +95,34 @@ def test_an_unavailable_source_is_refused(cli_env, talent_sim, engine):
         assert conn.execute(sa.text("SELECT count(*) FROM chessboard.talent_import_runs")).scalar() == 0
 
 
+def test_topic_replay_without_the_talent_topics_is_refused(cli_env, engine):
+    with own_broker() as broker:
+        done = _run({**cli_env, "KAFKA_BOOTSTRAP_SERVERS": broker}, "--mode", "TopicReplay")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith("CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE: TopicReplay: Talent topic(s) missing")
+    )
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM chessboard.talent_import_runs")).scalar() == 0
+
+
 @pytest.mark.slow
+def test_a_topic_replay_imports_the_compacted_topics(cli_env, engine):
+    with own_broker() as broker:
+        publish_dataset(SPEC, broker)
+        done = _run(
+            {**cli_env, "KAFKA_BOOTSTRAP_SERVERS": broker}, "--mode", "TopicReplay", "--page-size", "9"
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = _result(done.stdout)
+    assert (result["mode"], result["status"]) == ("TopicReplay", "Completed")
+    assert result["stages"]["PropertyObjects"] == {"planned": 60, "applied": 60, "skipped": 0, "failed": 0}
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM chessboard.property_objects")).scalar() == 60
+
+
 def test_a_held_lock_is_refused(cli_env, talent_sim, db_url):
     sim = talent_sim(SPEC)
     with AdvisoryLock(db_url) as other:

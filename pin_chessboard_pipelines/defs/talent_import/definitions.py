@@ -21,6 +21,7 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.errors import IMPORT_DISABLED, ChessboardError, Refused
 from pin_chessboard_pipelines.settings import Settings
+from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent.client import TalentSourceError
 from pin_chessboard_pipelines.talent.topics import STAGES, TalentStage
 from pin_chessboard_pipelines.talent_import import runs, sessions
@@ -125,7 +126,11 @@ def open_session(
         workers=config.workers,
     )
     source = make_source(
-        request.mode, settings.talent_api_url, settings.talent_api_token, should_stop=should_stop
+        request.mode,
+        settings,
+        should_stop=should_stop,
+        dry_run=request.dry_run,
+        engine=get_engine(database_url),
     )
     session = ImportSession(
         database_url,
