@@ -103,7 +103,7 @@ def run_import_command(
         if request.developer_ids or request.project_id:
             selected = developers[:1]
         else:
-            selected = list(instance.get_dynamic_partitions(talent_defs.TALENT_DEVELOPERS.name))
+            selected = list(instance.get_dynamic_partitions(talent_defs.PARTITIONS))
         if not selected:
             # Nothing to partition by (an empty source, or a project Talent does not list): the same
             # import, without a Dagster run.
@@ -134,7 +134,9 @@ def run_import_command(
             "the import stopped before its last stage",
         )
     with session.engine.connect() as conn:
-        return runs.result_of(runs.get_run(conn, session.run_id))
+        row = runs.get_run(conn, session.run_id)
+    assert row is not None
+    return runs.result_of(row)
 
 
 def _import_job():

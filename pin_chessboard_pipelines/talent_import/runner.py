@@ -22,6 +22,7 @@ from uuid import UUID
 from sqlalchemy.engine import Connection
 
 from pin_chessboard_pipelines.errors import EXIT_FAILED, IMPORT_DISABLED, ChessboardError, Refused
+from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.observability.metrics import (
     IMPORT_ITEMS,
     IMPORT_PAGE_DURATION,
@@ -177,7 +178,7 @@ class ImportSession:
         self.lock = AdvisoryLock(url)
         self.run: runs.Row | None = None
         self.resumed = False
-        self.handbook = None
+        self.handbook: Handbook | None = None
         self.dry_run_state = DryRunState() if request.dry_run else None
         self.reports: dict[str, StageReport] = {}
         self.result: TalentInitialImportResult | None = None
@@ -186,9 +187,18 @@ class ImportSession:
     # -- identity
 
     @property
+    def run_row(self) -> runs.Row:
+        assert self.run is not None, "open() or attach() first"
+        return self.run
+
+    @property
+    def loaded_handbook(self) -> Handbook:
+        assert self.handbook is not None, "open() or attach() first"
+        return self.handbook
+
+    @property
     def run_id(self) -> UUID:
-        assert self.run is not None, "open() first"
-        return self.run["id"]
+        return self.run_row["id"]
 
     @property
     def correlation_id(self) -> str:
@@ -249,8 +259,8 @@ class ImportSession:
             "import-%s %s mode=%s dry_run=%s scopes=%s page_size=%d workers=%d",
             "resumed" if self.resumed else "started",
             self._fields(),
-            self.run["mode"],
-            self.run["dry_run"],
+            self.run_row["mode"],
+            self.run_row["dry_run"],
             ",".join(k or "all" for k in self.scope_keys),
             self.page_size,
             self.request.workers,
@@ -403,12 +413,12 @@ class _StageWork:
         self._lock = threading.Lock()
         self.context = ApplyContext(
             correlation_id=session.correlation_id,
-            handbook=session.handbook,
+            handbook=session.loaded_handbook,
             debounce_seconds=self.options.debounce_seconds,
             cap_seconds=self.options.cap_seconds,
             run_id=session.run_id,
             stage=stage.name,
-            dry_run=bool(session.run["dry_run"]),
+            dry_run=bool(session.run_row["dry_run"]),
             dry_run_state=session.dry_run_state,
         )
 

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, RowMapping
 
 from pin_chessboard_pipelines.replica.apply import ApplyResult
 from pin_chessboard_pipelines.store.queries import queries
@@ -27,7 +25,7 @@ from pin_chessboard_pipelines.talent_import.result import (
     stages_from_mapping,
 )
 
-Row = Mapping[str, Any]
+Row = RowMapping
 
 
 def _q(name: str):
@@ -88,19 +86,16 @@ def start_or_resume_run(
                     "error": f"abandoned: import {request.correlation_id} started with another request",
                 },
             )
-    if resumable is None:
-        for latest in (
-            conn.execute(_q("latest_run_of_correlation"), {"correlation_id": request.correlation_id}),
-            conn.execute(_q("latest_run")),
+    queries_of_earlier = ("latest_run_of_correlation", "latest_run")
+    for name in queries_of_earlier if resumable is None else ():
+        earlier = conn.execute(_q(name), {"correlation_id": request.correlation_id}).mappings().first()
+        if (
+            earlier is not None
+            and earlier["status"] in (RunStatus.FAILED.value, RunStatus.CANCELLED.value)
+            and _same_request(earlier, request)
         ):
-            run = latest.mappings().first()
-            if (
-                run is not None
-                and run["status"] in (RunStatus.FAILED.value, RunStatus.CANCELLED.value)
-                and _same_request(run, request)
-            ):
-                resumable = run
-                break
+            resumable = earlier
+            break
     if resumable is not None:
         # A DryRun's view of what it "applied" lives in memory only: it walks again from the start.
         conn.execute(
@@ -273,15 +268,15 @@ def stage_state(conn: Connection, run_id: uuid.UUID, stage: str) -> StageState:
 
 
 def progress(conn: Connection, run_id: uuid.UUID) -> dict[str, Row]:
-    return {row["stage"]: row for row in conn.execute(_q("progress"), {"run_id": run_id}).mappings()}
+    return {row["stage"]: row for row in conn.execute(_q("progress"), {"run_id": run_id}).mappings().all()}
 
 
 def stuck_runs(conn: Connection, stuck_seconds: float) -> list[Row]:
-    return list(conn.execute(_q("stuck_runs"), {"stuck_seconds": float(stuck_seconds)}).mappings())
+    return list(conn.execute(_q("stuck_runs"), {"stuck_seconds": float(stuck_seconds)}).mappings().all())
 
 
 def failed_items_of_run(conn: Connection, run_id: uuid.UUID) -> list[Row]:
-    return list(conn.execute(_q("failed_items_of_run"), {"run_id": run_id}).mappings())
+    return list(conn.execute(_q("failed_items_of_run"), {"run_id": run_id}).mappings().all())
 
 
 def latest_finished_run(conn: Connection) -> Row | None:

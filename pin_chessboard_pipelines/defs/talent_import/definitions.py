@@ -35,7 +35,8 @@ from pin_chessboard_pipelines.talent_import.runner import (
 from pin_chessboard_pipelines.talent_import.source import ApiPullSource, make_source
 
 GROUP = "talent_import"
-TALENT_DEVELOPERS = dg.DynamicPartitionsDefinition(name="talent_developers")
+PARTITIONS = "talent_developers"
+TALENT_DEVELOPERS = dg.DynamicPartitionsDefinition(name=PARTITIONS)
 IMPORT_JOB = "talent_initial_import"
 DISCOVERY_JOB = "talent_developers_discovery"
 QUARANTINE_CHECK = "no_quarantined_items"
@@ -98,7 +99,7 @@ def correlation_id_of(context: dg.AssetExecutionContext) -> str:
 def developer_ids_of(context: dg.AssetExecutionContext) -> list[str]:
     """The partitions of the run as DeveloperIdFilter; [] when every partition is selected."""
     keys = list(context.partition_keys)
-    known = set(context.instance.get_dynamic_partitions(TALENT_DEVELOPERS.name))
+    known = set(context.instance.get_dynamic_partitions(PARTITIONS))
     return [] if set(keys) >= known else keys
 
 
@@ -184,9 +185,9 @@ def _metadata(session: ImportSession, report: StageReport) -> dict[str, Any]:
     return {
         "import_run_id": dg.MetadataValue.text(str(session.run_id)),
         "correlation_id": dg.MetadataValue.text(session.correlation_id),
-        "import_status": dg.MetadataValue.text(str(session.run["status"])),
+        "import_status": dg.MetadataValue.text(str(session.run_row["status"])),
         "scopes": dg.MetadataValue.text(", ".join(k or "all developers" for k in session.scope_keys)),
-        "dry_run": dg.MetadataValue.bool(bool(session.run["dry_run"])),
+        "dry_run": dg.MetadataValue.bool(bool(session.run_row["dry_run"])),
         "planned": dg.MetadataValue.int(counters.planned),
         "applied": dg.MetadataValue.int(counters.applied),
         "skipped": dg.MetadataValue.int(counters.skipped),
@@ -317,7 +318,7 @@ def list_talent_developers(settings: Settings, project_id: str | None = None) ->
 
 
 def new_developer_partitions(instance: dg.DagsterInstance, developer_ids: list[str]) -> list[str]:
-    known = set(instance.get_dynamic_partitions(TALENT_DEVELOPERS.name))
+    known = set(instance.get_dynamic_partitions(PARTITIONS))
     return [d for d in dict.fromkeys(developer_ids) if d not in known]
 
 
@@ -325,7 +326,7 @@ def add_developer_partitions(instance: dg.DagsterInstance, developer_ids: list[s
     """Adds the partitions that are missing; returns them."""
     new = new_developer_partitions(instance, developer_ids)
     if new:
-        instance.add_dynamic_partitions(TALENT_DEVELOPERS.name, new)
+        instance.add_dynamic_partitions(PARTITIONS, new)
     return new
 
 
@@ -366,10 +367,12 @@ def talent_developers_sensor(context: dg.SensorEvaluationContext, chessboard: Ch
 
 def stuck_evaluation(
     chessboard: ChessboardResource, stuck_seconds: float = STUCK_SECONDS
-) -> dg.AssetCheckEvaluation:
+) -> tuple[dg.AssetCheckEvaluation, list[str]]:
+    """The import_not_stuck evaluation and the ids of the stuck import runs."""
     with chessboard.engine.connect() as conn:
         stuck = runs.stuck_runs(conn, stuck_seconds)
-    return dg.AssetCheckEvaluation(
+    ids = [str(r["id"]) for r in stuck]
+    evaluation = dg.AssetCheckEvaluation(
         asset_key=PROPERTY_OBJECTS_KEY,
         check_name=STUCK_CHECK,
         passed=not stuck,
@@ -390,13 +393,14 @@ def stuck_evaluation(
         description=f"a Running import without a page Done for {stuck_seconds:g} s"
         " (runbook: check the advisory lock holder and page leases, then resume)",
     )
+    return evaluation, ids
 
 
 @dg.asset_check(
     asset=PROPERTY_OBJECTS_KEY, name=STUCK_CHECK, description="no Running import without progress for 10 min"
 )
 def import_not_stuck(chessboard: ChessboardResource) -> dg.AssetCheckResult:
-    evaluation = stuck_evaluation(chessboard)
+    evaluation, _ = stuck_evaluation(chessboard)
     return dg.AssetCheckResult(
         passed=evaluation.passed,
         severity=evaluation.severity,
@@ -412,12 +416,8 @@ def import_not_stuck(chessboard: ChessboardResource) -> dg.AssetCheckResult:
     description="Evaluates the import_not_stuck check of property_objects every minute",
 )
 def talent_import_stuck_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource):
-    evaluation = stuck_evaluation(chessboard)
-    state = (
-        "ok"
-        if evaluation.passed
-        else "stuck:" + ",".join(r["runId"] for r in evaluation.metadata["runs"].value)
-    )
+    evaluation, stuck = stuck_evaluation(chessboard)
+    state = "stuck:" + ",".join(stuck) if stuck else "ok"
     if state == context.cursor:
         return dg.SkipReason(f"unchanged: {state}")
     return dg.SensorResult(asset_events=[evaluation], cursor=state)
