@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "pin_chessboard_pipelines.recalc.commands",
     "pin_chessboard_pipelines.events.commands",
     "pin_chessboard_pipelines.talent_import.commands",
+    "pin_chessboard_pipelines.talent.sync_commands",
 )
 
 

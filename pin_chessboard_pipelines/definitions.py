@@ -9,6 +9,7 @@ from pin_chessboard_pipelines.defs.outbox.definitions import definitions as outb
 from pin_chessboard_pipelines.defs.recalc.definitions import definitions as recalc_definitions
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import.definitions import definitions as talent_import_definitions
+from pin_chessboard_pipelines.defs.talent_sync.definitions import definitions as talent_sync_definitions
 
 
 def build_definitions() -> dg.Definitions:
@@ -16,6 +17,7 @@ def build_definitions() -> dg.Definitions:
     domains.append(recalc_definitions())
     domains.append(outbox_definitions())
     domains.append(talent_import_definitions())
+    domains.append(talent_sync_definitions())
     return dg.Definitions.merge(
         *domains,
         dg.Definitions(

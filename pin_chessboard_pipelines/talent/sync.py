@@ -395,21 +395,65 @@ class TalentSync:
             log.warning("talent-sync: committing offsets failed (%s); the batch will be read again", error)
 
     def _partitions(self) -> set[tuple[str, int]]:
-        """Every partition of the six topics; missing topics are refused."""
         assert self._probe is not None
-        try:
-            metadata = self._probe.list_topics(timeout=self.timeout)
-        except KafkaException as error:
-            raise Refused(
-                f"talent-sync: Kafka at {self.bootstrap_servers} did not answer: {error}",
-                IMPORT_SOURCE_UNAVAILABLE,
-            ) from None
-        missing = [t for t in TOPICS if t not in metadata.topics or metadata.topics[t].error is not None]
-        if missing:
-            raise Refused(
-                f"talent-sync: Talent topic(s) missing: {', '.join(missing)}", IMPORT_SOURCE_UNAVAILABLE
-            )
-        return {(t, p) for t in TOPICS for p in metadata.topics[t].partitions}
+        return check_topics(self.bootstrap_servers, self._probe, self.timeout)
+
+
+def check_topics(
+    bootstrap_servers: str, consumer: Consumer | None = None, timeout: float = 10.0
+) -> set[tuple[str, int]]:
+    """Every partition of the six Talent topics; a broker that does not answer or a missing topic
+    is refused (CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE)."""
+    probe = consumer or probe_consumer(bootstrap_servers)
+    try:
+        metadata = probe.list_topics(timeout=timeout)
+    except KafkaException as error:
+        raise Refused(
+            f"talent-sync: Kafka at {bootstrap_servers} did not answer: {error}", IMPORT_SOURCE_UNAVAILABLE
+        ) from None
+    finally:
+        if consumer is None:
+            probe.close()
+    missing = [t for t in TOPICS if t not in metadata.topics or metadata.topics[t].error is not None]
+    if missing:
+        raise Refused(
+            f"talent-sync: Talent topic(s) missing: {', '.join(missing)}", IMPORT_SOURCE_UNAVAILABLE
+        )
+    return {(t, p) for t in TOPICS for p in metadata.topics[t].partitions}
+
+
+def group_lag(bootstrap_servers: str, group_id: str = CONSUMER_GROUP, timeout: float = 10.0) -> int:
+    """Messages of the six topics after the group's committed offsets (all of them where none is);
+    missing topics are refused like in check_topics."""
+    probe = probe_consumer(bootstrap_servers)
+    try:
+        partitions = sorted(check_topics(bootstrap_servers, probe, timeout))
+        ends = end_offsets(probe, partitions, timeout)
+    finally:
+        probe.close()
+    reader = Consumer(
+        {"bootstrap.servers": bootstrap_servers, "group.id": group_id, "enable.auto.commit": False}
+    )
+    try:
+        committed = reader.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout)
+    finally:
+        reader.close()
+    lag = 0
+    for tp in committed:
+        low, end = ends[(tp.topic, tp.partition)]
+        lag += max(0, end - max(low, tp.offset))
+    return lag
+
+
+def sync_running(engine: Engine) -> bool:
+    """Whether a talent-sync consumer holds its lock now."""
+    named = queries("talent_sync")
+    with engine.connect() as conn:
+        if not conn.execute(named["talent_sync_try_lock"]).scalar_one():
+            return True
+        conn.execute(named["talent_sync_unlock"])
+        conn.commit()
+    return False
 
 
 def _sleep_unless(seconds: float, stop: Callable[[], bool]) -> None:
@@ -418,4 +462,4 @@ def _sleep_unless(seconds: float, stop: Callable[[], bool]) -> None:
         time.sleep(min(0.1, max(0.0, end - time.monotonic())))
 
 
-__all__ = ["SyncFailed", "SyncResult", "TalentSync"]
+__all__ = ["SyncFailed", "SyncResult", "TalentSync", "check_topics", "group_lag", "sync_running"]

@@ -47,7 +47,6 @@ from pin_chessboard_pipelines.replica.apply import (
     apply_snapshots,
     apply_tombstones,
 )
-from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentTransientError
 from pin_chessboard_pipelines.talent.topics import (
     CONSUMER_GROUP,
@@ -244,13 +243,9 @@ class TopicReplaySource:
         """talent-sync reads with assigned partitions (no group membership): its lock tells."""
         if self.engine is None:
             return False
-        named = queries("talent_sync")
-        with self.engine.connect() as conn:
-            if not conn.execute(named["talent_sync_try_lock"]).scalar_one():
-                return True
-            conn.execute(named["talent_sync_unlock"])
-            conn.commit()
-        return False
+        from pin_chessboard_pipelines.talent.sync import sync_running
+
+        return sync_running(self.engine)
 
     def _unavailable(self, message: str) -> Refused:
         return Refused(f"TopicReplay: {message}", IMPORT_SOURCE_UNAVAILABLE)

@@ -1,0 +1,146 @@
+"""talent-chessboard-sync in Dagster: the streaming consumer as a job, started by a sensor whenever
+the Talent topics hold messages the consumer group has not committed.
+
+Thin shell over talent/sync.py. A sensor-started run consumes until it is caught up (or its time
+budget ends); `pin-chessboard talent-sync` runs the same job without a budget until Ctrl-C.
+"""
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import dagster as dg
+from pydantic import Field
+
+from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.errors import IMPORT_DISABLED
+from pin_chessboard_pipelines.talent.sync import SyncResult, TalentSync, group_lag, sync_running
+
+JOB_NAME = "talent_sync"
+OP_NAME = "consume_talent_topics"
+SENSOR_NAME = "talent_sync_sensor"
+SINGLETON_TAG = "pin/singleton"
+SINGLETON_VALUE = "talent-sync"
+TICK_SECONDS = 10
+DEFAULT_TIME_BUDGET_SECONDS = 600.0
+
+IN_PROGRESS = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+class TalentSyncConfig(dg.Config):
+    until_idle: bool = Field(default=True, description="End the run once every partition is caught up.")
+    time_budget_seconds: float | None = Field(
+        default=DEFAULT_TIME_BUDGET_SECONDS, description="End the run after this long; null = until stopped."
+    )
+    batch_size: int = Field(
+        default=2000, ge=1, le=50_000, description="Messages per poll batch (one transaction)."
+    )
+    bootstrap_servers: str | None = Field(default=None, description="Overrides KAFKA_BOOTSTRAP_SERVERS.")
+
+
+@contextmanager
+def _graceful_interrupts() -> Iterator[Callable[[], bool]]:
+    """Run termination / Ctrl-C stops the consumer between batches (the current one commits)."""
+    try:
+        from dagster._utils.interrupts import capture_interrupts, check_captured_interrupt
+    except ImportError:  # pragma: no cover - a Dagster without the helper: interrupts stay abrupt
+        yield lambda: False
+        return
+    with capture_interrupts():
+        yield check_captured_interrupt
+
+
+def _metadata(result: SyncResult) -> dict[str, dg.MetadataValue]:
+    return {
+        "messages": dg.MetadataValue.int(result.messages),
+        "applied": dg.MetadataValue.int(result.applied),
+        "skipped": dg.MetadataValue.int(result.skipped),
+        "failed": dg.MetadataValue.int(result.failed),
+        "tombstones": dg.MetadataValue.int(result.tombstones),
+        "events": dg.MetadataValue.int(result.events),
+        "batches": dg.MetadataValue.int(result.batches),
+        "retries": dg.MetadataValue.int(result.retries),
+        "messages_per_second": dg.MetadataValue.float(round(result.messages_per_second, 1)),
+        "duration_seconds": dg.MetadataValue.float(round(result.seconds, 3)),
+        "stopped": dg.MetadataValue.text(result.stopped),
+        "summary": dg.MetadataValue.json(result.as_dict()),
+    }
+
+
+@dg.op(name=OP_NAME, out=dg.Out(dg.Nothing))
+def consume_talent_topics(
+    context: dg.OpExecutionContext, config: TalentSyncConfig, chessboard: ChessboardResource
+) -> dg.Output:
+    """Applies the Talent topics' messages through the single apply path, committing offsets after
+    each transaction."""
+    settings = chessboard.settings
+    if not settings.talent_sync_enabled:
+        raise dg.Failure(description=f"{IMPORT_DISABLED}: feature flag chessboard.talent-sync.enabled is off")
+    sync = TalentSync(
+        chessboard.engine,
+        config.bootstrap_servers or settings.kafka_bootstrap_servers,
+        batch_size=config.batch_size,
+        debounce_seconds=settings.recalc_debounce_seconds,
+        cap_seconds=settings.recalc_cap_seconds,
+        correlation_id=context.run_id,
+    )
+    with _graceful_interrupts() as interrupted:
+        result = sync.run(
+            until_idle=config.until_idle, max_seconds=config.time_budget_seconds, should_stop=interrupted
+        )
+    context.log.info(f"talent-sync: {json.dumps(result.as_dict())}")
+    return dg.Output(None, metadata=_metadata(result))
+
+
+@dg.job(
+    name=JOB_NAME,
+    description="talent-chessboard-sync: the streaming consumer of the six talent.chessboard.*.v1 topics.",
+    executor_def=dg.in_process_executor,
+    tags={SINGLETON_TAG: SINGLETON_VALUE},
+)
+def talent_sync() -> None:
+    consume_talent_topics()
+
+
+@dg.sensor(
+    name=SENSOR_NAME,
+    job_name=JOB_NAME,
+    minimum_interval_seconds=TICK_SECONDS,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Every 10 s: starts the sync job when the Talent topics hold uncommitted messages.",
+)
+def talent_sync_sensor(
+    context: dg.SensorEvaluationContext, chessboard: ChessboardResource
+) -> dg.SensorResult | dg.SkipReason:
+    settings = chessboard.settings
+    if not settings.talent_sync_enabled:
+        return dg.SkipReason("feature flag chessboard.talent-sync.enabled is off")
+    active = context.instance.get_runs(
+        filters=dg.RunsFilter(job_name=JOB_NAME, statuses=IN_PROGRESS), limit=1
+    )
+    if active:
+        return dg.SkipReason(f"sync run {active[0].run_id} is {active[0].status.value}")
+    if sync_running(chessboard.engine):
+        return dg.SkipReason("a talent-sync consumer runs outside Dagster (pin-chessboard talent-sync)")
+    try:
+        lag = group_lag(settings.kafka_bootstrap_servers, timeout=5)
+    except Exception as error:  # the broker is down or the topics are missing: try on the next tick
+        return dg.SkipReason(f"the Talent topics cannot be read: {type(error).__name__}: {error}")
+    if lag == 0:
+        return dg.SkipReason("the consumer group is caught up")
+    run_key = f"talent-sync:{int(time.time() * 1000)}"
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(run_key=run_key, tags={SINGLETON_TAG: SINGLETON_VALUE})],
+        cursor=json.dumps({"lastRunKey": run_key, "lag": lag}),
+    )
+
+
+def definitions() -> dg.Definitions:
+    return dg.Definitions(jobs=[talent_sync], sensors=[talent_sync_sensor])
