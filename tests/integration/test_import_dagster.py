@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import uuid
 
 import dagster as dg
@@ -227,3 +228,56 @@ def test_the_stuck_sensor_reports_a_running_import_without_progress(env, engine)
             dg.build_sensor_context(instance=instance, resources=_resources(), cursor=first.cursor)
         )
         assert recovered.asset_events[0].passed
+
+
+@pytest.mark.slow
+def test_terminating_the_dagster_run_cancels_the_import_after_the_current_page(
+    env, engine, db_url, monkeypatch
+):
+    in_flight, release = threading.Event(), threading.Event()
+    real_apply = runner.apply_snapshots
+
+    def apply(conn, entity, items, ctx):
+        if entity == "propertyObject" and not in_flight.is_set():
+            in_flight.set()
+            assert release.wait(30)
+        return real_apply(conn, entity, items, ctx)
+
+    monkeypatch.setattr(runner, "apply_snapshots", apply)
+    monkeypatch.setattr(talent_defs, "STOP_PROBE_SECONDS", 0)  # look at the run status every time
+    run_id = str(uuid.uuid4())
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(PARTITION, _developers())
+        outcome = {}
+        thread = threading.Thread(
+            target=lambda: outcome.setdefault(
+                "result",
+                import_job().execute_in_process(
+                    instance=instance,
+                    run_config=_config(workers=1),
+                    tags=_range_tags(_developers()),
+                    run_id=run_id,
+                    raise_on_error=False,
+                ),
+            )
+        )
+        thread.start()
+        assert in_flight.wait(60)
+        instance.report_run_canceling(instance.get_run_by_id(run_id))  # what "Terminate" in the UI does first
+        release.set()
+        thread.join(60)
+        assert not outcome["result"].success
+    [run] = _runs(engine)
+    assert run["status"] == "Cancelled"
+    with engine.connect() as conn:
+        objects = dict(
+            conn.execute(
+                sa.text(
+                    "SELECT status, count(*) FROM chessboard.talent_import_pages"
+                    " WHERE stage = 'PropertyObjects' GROUP BY status"
+                )
+            ).all()
+        )
+    assert objects["Done"] == 1 and objects["Pending"] >= 1  # the page in flight, then nothing more
+    with AdvisoryLock(db_url) as lock:
+        lock.acquire(timeout=0)

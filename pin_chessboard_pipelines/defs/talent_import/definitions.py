@@ -41,6 +41,7 @@ IMPORT_JOB = "talent_initial_import"
 DISCOVERY_JOB = "talent_developers_discovery"
 QUARANTINE_CHECK = "no_quarantined_items"
 STUCK_CHECK = "import_not_stuck"
+STOP_PROBE_SECONDS = 0.25  # how often a step looks whether its run was terminated
 STUCK_SECONDS = 600  # seed 004 alert: running without pages Done growing for 10 min
 # dagster.yaml limits runs per value of this tag: imports queue instead of waiting on the lock.
 SINGLETON_TAGS = {"pin/singleton": IMPORT_JOB}
@@ -71,10 +72,13 @@ class TalentImportConfig(dg.ConfigurableResource):
 
 
 class _RunStopProbe:
-    """should_stop of a Dagster run: terminated (CANCELING/CANCELED), looked up at most once a second."""
+    """should_stop of a Dagster run: terminated (CANCELING/CANCELED), looked up at most every
+    STOP_PROBE_SECONDS (the run worker also gets an interrupt; this catches a terminate that does not
+    deliver one)."""
 
-    def __init__(self, instance: dg.DagsterInstance, run_id: str, every: float = 1.0) -> None:
-        self.instance, self.run_id, self.every = instance, run_id, every
+    def __init__(self, instance: dg.DagsterInstance, run_id: str, every: float | None = None) -> None:
+        self.instance, self.run_id = instance, run_id
+        self.every = STOP_PROBE_SECONDS if every is None else every
         self._lock = threading.Lock()
         self._next = 0.0
         self._stopped = False
