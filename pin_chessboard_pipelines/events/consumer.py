@@ -60,9 +60,9 @@ def decode(message: Any) -> ChessboardEvent:
     headers = {name: (value or b"").decode() for name, value in (message.headers() or [])}
     key = message.key()
     return ChessboardEvent(
-        topic=message.topic(),
-        partition=message.partition(),
-        offset=message.offset(),
+        topic=str(message.topic()),
+        partition=int(message.partition() or 0),
+        offset=int(message.offset() or 0),
         key=key.decode() if key is not None else "",
         headers=headers,
         payload=json.loads(message.value()),
@@ -146,9 +146,10 @@ def read_events(
                     if error.code() == KafkaError._PARTITION_EOF:
                         continue
                     raise RuntimeError(f"consuming failed: {error.str()}")
-                events.append(decode(message))
-                end = ends.get((message.topic(), message.partition()))
-                if end is not None and message.offset() + 1 >= end:
-                    del ends[(message.topic(), message.partition())]
+                event = decode(message)
+                events.append(event)
+                end = ends.get((event.topic, event.partition))
+                if end is not None and event.offset + 1 >= end:
+                    del ends[(event.topic, event.partition)]
     finally:
         consumer.close()

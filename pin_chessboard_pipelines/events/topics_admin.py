@@ -110,13 +110,13 @@ def end_offsets(
                     KafkaError(KafkaError._TIMED_OUT, "end offsets: no partition EOF in time")
                 )
             for message in consumer.consume(10_000, 0.1):
-                key = (message.topic(), message.partition())
+                key = (str(message.topic()), int(message.partition() or 0))
                 error = message.error()
                 if error is None:
                     continue
                 if error.code() == KafkaError._PARTITION_EOF and key in waiting:
                     low, _ = result[key]
-                    result[key] = (low, message.offset())
+                    result[key] = (low, int(message.offset() or 0))
                     waiting.discard(key)
                 elif error.code() != KafkaError._PARTITION_EOF:
                     raise KafkaException(error)

@@ -327,10 +327,11 @@ class TopicReplaySource:
                         if error.code() == KafkaError._PARTITION_EOF:
                             return items  # the partition ends before `stop` (truncated or compacted)
                         raise TalentTransientError(f"reading {topic}[{partition}]: {error.str()}")
-                    if message.offset() >= stop:
+                    offset = int(message.offset() or 0)
+                    if offset >= stop:
                         return items
                     items.append(decode_message(message.key(), message.value()))
-                    if message.offset() + 1 >= stop:
+                    if offset + 1 >= stop:
                         return items
         finally:
             consumer.unassign()
@@ -389,9 +390,11 @@ class TopicReplaySource:
             field_name, parent = SCOPE_PARENT[entity]
             parents = self.scope_ids(parent, scope)
             ids = frozenset(
-                _lower(item.get("id"))
+                item_id
                 for item in self._read_all(STAGE_BY_ENTITY[entity].topic)
-                if not is_tombstone(item) and _lower(item.get(field_name)) in parents
+                if not is_tombstone(item)
+                and _lower(item.get(field_name)) in parents
+                and (item_id := _lower(item.get("id"))) is not None
             )
         self._scope_ids[key] = ids
         return ids

@@ -22,7 +22,14 @@ from pin_chessboard_pipelines.events.payloads import (
     project_upserted,
     topic_of,
 )
-from pin_chessboard_pipelines.events.relay import OutboxRelay, pending_summary, purge_published, relay_pending
+from pin_chessboard_pipelines.events.relay import (
+    OutboxRelay,
+    pending_summary,
+    purge_published,
+    relay_after_commit,
+    relay_pending,
+)
+from pin_chessboard_pipelines.runtime.embedded import free_port
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
 from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.store.tables import developers, outbox_messages, projects
@@ -55,6 +62,18 @@ def consumed(bootstrap: str, message_ids: set[str], topics=None, timeout: float 
         until=lambda events: message_ids <= {e.message_id for e in events},
         timeout=timeout,
     )
+
+
+def test_fast_path_after_commit_publishes_and_never_fails_the_job(engine, kafka_bootstrap):
+    key = str(uuid.uuid4())
+    with engine.begin() as conn:
+        write_outbox(conn, [OutboxEvent(DEVELOPER_UPSERTED, key, {"id": key, "version": 1})])
+    started = time.monotonic()
+    assert relay_after_commit(engine, f"127.0.0.1:{free_port()}") is None  # nothing listens there
+    assert time.monotonic() - started < 2
+    assert outbox_rows(engine)[0]["published_at"] is None
+    assert relay_after_commit(engine, kafka_bootstrap).published == 1
+    assert outbox_rows(engine)[0]["published_at"] is not None
 
 
 def test_nothing_pending_is_a_quick_no_op(engine, kafka_bootstrap):
