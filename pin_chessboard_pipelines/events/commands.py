@@ -30,6 +30,14 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     relay.set_defaults(func=_relay)
 
+    events = commands.add_parser(
+        "events", help="what is on the pin.chessboard topics: counts and the latest events"
+    )
+    events.add_argument(
+        "--last", type=int, default=5, metavar="N", help="show the N most recent events (default 5)"
+    )
+    events.set_defaults(func=_events)
+
 
 def _seconds(raw: str) -> float:
     try:
@@ -81,6 +89,26 @@ def _relay(args: argparse.Namespace) -> int:
         )
     )
     return EXIT_OK if result.success else EXIT_FAILED
+
+
+def _events(args: argparse.Namespace) -> int:
+    """Messages per pin.chessboard topic and the latest events, as a downstream consumer sees them."""
+    from pin_chessboard_pipelines.events.consumer import latest_events, topic_counts
+    from pin_chessboard_pipelines.settings import load_settings
+
+    bootstrap = load_settings().kafka_bootstrap_servers
+    counts = topic_counts(bootstrap)
+    width = max((len(t) for t in counts), default=0)
+    for topic, n in counts.items():
+        print(f"{topic:<{width}}  {n:>9} messages")
+    print(f"{'total':<{width}}  {sum(counts.values()):>9} messages")
+    for event in latest_events(bootstrap, last=max(0, args.last)):
+        name = event.payload.get("name") or event.payload.get("number") or ""
+        print(
+            f"{event.headers.get('occurredAt', '')}  {event.event_type}  key={event.key}  "
+            f"version={event.payload.get('version')}  {name}".rstrip()
+        )
+    return EXIT_OK
 
 
 def _summary(result: Any, op_name: str) -> dict[str, Any]:

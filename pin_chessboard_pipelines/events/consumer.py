@@ -153,3 +153,51 @@ def read_events(
                     del ends[(event.topic, event.partition)]
     finally:
         consumer.close()
+
+
+def topic_counts(
+    bootstrap_servers: str, topics: Iterable[str] | None = None, timeout: float = 10.0
+) -> dict[str, int]:
+    """Messages per topic (end - low over its partitions) of the contract topics that exist."""
+    consumer = probe_consumer(bootstrap_servers)
+    try:
+        metadata = consumer.list_topics(timeout=timeout)
+        wanted = [t for t in (topics or contract_topics()) if t in metadata.topics]
+        partitions = [(t, p) for t in wanted for p in sorted(metadata.topics[t].partitions)]
+        offsets = end_offsets(consumer, partitions, timeout)
+    finally:
+        consumer.close()
+    counts = dict.fromkeys(wanted, 0)
+    for (topic, _), (low, end) in offsets.items():
+        counts[topic] += end - low
+    return counts
+
+
+def latest_events(
+    bootstrap_servers: str, topics: Iterable[str] | None = None, *, last: int = 5, timeout: float = 10.0
+) -> list[ChessboardEvent]:
+    """The `last` most recent events (by occurredAt) of `topics`, reading only each partition's tail."""
+    consumer = probe_consumer(bootstrap_servers)
+    try:
+        metadata = consumer.list_topics(timeout=timeout)
+        wanted = [t for t in (topics or contract_topics()) if t in metadata.topics]
+        offsets = end_offsets(
+            consumer, [(t, p) for t in wanted for p in sorted(metadata.topics[t].partitions)], timeout
+        )
+        tails = {key: (max(low, end - last), end) for key, (low, end) in offsets.items() if end > low}
+        events: list[ChessboardEvent] = []
+        if tails:
+            consumer.assign([TopicPartition(t, p, start) for (t, p), (start, _) in tails.items()])
+            waiting = set(tails)
+            deadline = time.monotonic() + timeout
+            while waiting and time.monotonic() < deadline:
+                for message in consumer.consume(1000, 0.2):
+                    if message.error() is not None:
+                        continue
+                    event = decode(message)
+                    events.append(event)
+                    if event.offset + 1 >= tails[(event.topic, event.partition)][1]:
+                        waiting.discard((event.topic, event.partition))
+    finally:
+        consumer.close()
+    return sorted(events, key=lambda e: e.headers.get("occurredAt", ""))[-last:]

@@ -182,6 +182,14 @@ def test_outbox_relay_command_runs_the_job_in_the_dagster_instance(cli_env, engi
     ids = {str(e.message_id) for e in events}
     read_events(kafka_bootstrap, until=lambda evs: ids <= {e.message_id for e in evs})
 
+    assert main(["outbox", "events", "--last", "2"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    developer_line = next(line for line in lines if line.startswith("pin.chessboard.developer-upserted.v1"))
+    assert int(developer_line.split()[1]) >= 5
+    latest = lines[-2:]
+    assert all("pin.chessboard.developer-upserted" in line for line in latest)
+    assert {line.split("key=")[1].split()[0] for line in latest} <= {e.aggregate_id for e in events}
+
 
 def test_outbox_relay_command_fails_with_one_json_line_when_the_broker_is_down(
     cli_env, engine, monkeypatch, capsys
