@@ -75,5 +75,10 @@ def write_outbox(conn: Connection, events: Sequence[OutboxEvent]) -> int:
     return len(events)
 
 
+# One encoder for every message: compact separators, UTF-8 text (no \u escapes).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def payload_bytes(payload: dict[str, Any]) -> bytes:
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    """The Kafka value of an event: its payload as compact UTF-8 JSON."""
+    return _ENCODER.encode(payload).encode()

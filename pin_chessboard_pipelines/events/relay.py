@@ -112,37 +112,27 @@ def kafka_headers(headers_json: str | Mapping[str, Any]) -> list[tuple[str, byte
     return out
 
 
-_HEADER_COLUMNS = tuple(
-    zip(
-        HEADER_NAMES,
-        (
-            "message_id_header",
-            "occurred_at_header",
-            "aggregate_id_header",
-            "aggregate_type_header",
-            "event_type_header",
-            "contract_version_header",
-            "correlation_id_header",
-        ),
-        strict=True,
-    )
-)
+# outbox_pending_batch selects the contract headers as columns, in HEADER_NAMES order, from here.
+_FIRST_HEADER_COLUMN = 4
 
 
 def row_headers(row: Any) -> list[tuple[str, str | bytes | None]]:
     """Kafka headers of a row of `outbox_pending_batch` (contract headers as columns)."""
+    values = row[_FIRST_HEADER_COLUMN : _FIRST_HEADER_COLUMN + len(HEADER_NAMES)]
     out: list[tuple[str, str | bytes | None]] = [
-        (name, value.encode())
-        for name, column in _HEADER_COLUMNS
-        if (value := getattr(row, column)) is not None
+        (name, value.encode()) for name, value in zip(HEADER_NAMES, values, strict=True) if value is not None
     ]
     if row.extra_headers:
         out.extend(kafka_headers(row.extra_headers))
     return out
 
 
+_DECODER = json.JSONDecoder()
+
+
 def message_value(payload_json: str | Mapping[str, Any]) -> bytes:
-    payload = json.loads(payload_json) if isinstance(payload_json, str) else payload_json
+    """The payload jsonb (as text) re-encoded by payload_bytes: compact, whatever jsonb printed."""
+    payload = _DECODER.decode(payload_json) if isinstance(payload_json, str) else payload_json
     return payload_bytes(dict(payload))
 
 
@@ -215,6 +205,7 @@ class OutboxRelay:
                 result.seconds = time.monotonic() - started
                 return result
             try:
+                conn.execute(self._queries["outbox_relay_session"])
                 self._relay_locked(conn, result, until_empty, max_batches, deadline, stop)
             finally:
                 self._release_lock(raw_conn, conn)
@@ -382,7 +373,7 @@ class OutboxRelay:
         return acked, failed_ids, error
 
     def _mark(self, conn: Connection, rows: list[Any], to_mark: list[int], result: RelayResult) -> None:
-        conn.execute(self._queries["outbox_mark_published"], {"ids": to_mark})
+        conn.execute(self._queries["outbox_mark_published"], {"ids": "{" + ",".join(map(str, to_mark)) + "}"})
         marked = set(to_mark)
         by_topic: dict[str, int] = {}
         for row in rows:
@@ -434,6 +425,7 @@ class OutboxRelay:
 
     def _release_lock(self, raw_conn: Connection, conn: Connection) -> None:
         try:
+            conn.execute(self._queries["outbox_relay_session_reset"])
             conn.execute(self._queries["outbox_relay_unlock"])
         except Exception:  # the session is gone, and the lock with it; never reuse the connection
             raw_conn.invalidate()

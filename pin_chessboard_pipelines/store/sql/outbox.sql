@@ -11,7 +11,8 @@ SELECT pg_advisory_unlock(hashtextextended('Pin:lock:job:chessboard-outbox-relay
 
 -- name: outbox_pending_batch
 -- Pending rows in commit (id) order after :after, up to :upto. The payload comes as JSON text and the
--- contract headers as columns, so the relay does not pay for decoding jsonb into dicts.
+-- contract headers as columns 4..10 in HEADER_NAMES order (relay.row_headers reads them by position),
+-- so the relay does not pay for decoding jsonb into dicts.
 -- Uses ix_outbox_messages_unpublished.
 SELECT id, topic, message_key, payload::text AS payload,
        headers->>'messageId' AS message_id_header,
@@ -29,10 +30,19 @@ ORDER BY id
 LIMIT :limit
 
 -- name: outbox_mark_published
--- Only ids the broker acknowledged; a row already marked (a concurrent operator fix) stays as it is.
+-- Only ids the broker acknowledged (:ids = a bigint array literal '{1,2,…}', cheaper to bind and
+-- plan than thousands of parameters); a row already marked stays as it is.
 UPDATE chessboard.outbox_messages
 SET published_at = now()
-WHERE id = ANY(:ids) AND published_at IS NULL
+WHERE id = ANY(CAST(:ids AS bigint[])) AND published_at IS NULL
+
+-- name: outbox_relay_session
+-- A lost mark only republishes rows with the same messageId (at least once): the relay's commits
+-- need not wait for the WAL flush.
+SET synchronous_commit TO off
+
+-- name: outbox_relay_session_reset
+RESET synchronous_commit
 
 -- name: outbox_max_pending_id
 SELECT coalesce(max(id), 0) AS max_id FROM chessboard.outbox_messages WHERE published_at IS NULL
