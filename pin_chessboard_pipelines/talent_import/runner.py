@@ -459,7 +459,9 @@ class _StageWork:
             for scope_key in session.scope_keys:
                 if not self._walk_scope(scope_key):
                     return
-            log.info("stage-planned %s", session._fields(stage.name))
+            with session.engine.connect() as conn:
+                planned = runs.stage_state(conn, session.run_id, stage.name)
+            log.info("stage-planned %s pages=%d", session._fields(stage.name), planned.pages)
         except BaseException as e:
             self.fail(e)
         finally:
