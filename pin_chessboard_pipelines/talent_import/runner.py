@@ -181,7 +181,6 @@ class ImportSession:
         self.handbook: Handbook | None = None
         self.dry_run_state = DryRunState() if request.dry_run else None
         self.reports: dict[str, StageReport] = {}
-        self.result: TalentInitialImportResult | None = None
         self._walker = True  # False: a worker that joined someone else's run (no lock, no walk)
 
     # -- identity
@@ -282,8 +281,8 @@ class ImportSession:
         with self.engine.begin() as conn:
             row = runs.finish_run(conn, self.run_id, status, error)
         self.run = row
-        self.result = runs.result_of(row)
-        totals = self.result.totals
+        result = runs.result_of(row)
+        totals = result.totals
         level = logging.INFO if status == RunStatus.COMPLETED else logging.WARNING
         log.log(
             level,
@@ -294,10 +293,10 @@ class ImportSession:
             totals.applied,
             totals.skipped,
             totals.failed,
-            self.result.duration_seconds,
+            result.duration_seconds,
             f" error={error!r}" if error else "",
         )
-        return self.result
+        return result
 
     def close(self) -> None:
         """Releases the lock (every case) and the source's connections."""
