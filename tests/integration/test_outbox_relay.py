@@ -29,10 +29,12 @@ from pin_chessboard_pipelines.events.relay import (
     relay_after_commit,
     relay_pending,
 )
+from pin_chessboard_pipelines.recalc.drain import drain
 from pin_chessboard_pipelines.runtime.embedded import free_port
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
 from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.store.tables import developers, outbox_messages, projects
+from tests.integration.recalc_data import StoreBuilder, standard_project
 
 
 def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
@@ -187,43 +189,31 @@ def test_project_upserted_consumed_from_the_topic_is_exactly_the_contract_payloa
 
 def test_republish_after_recalc_arrives_with_a_higher_version(engine, kafka_bootstrap):
     with engine.begin() as conn:
-        project = _insert_project(conn)
-        handbook = load_handbook(conn)
-        first = OutboxEvent(PROJECT_UPSERTED, str(project["id"]), project_upserted(project, handbook))
+        project = standard_project(StoreBuilder(conn))
+        row = dict(conn.execute(sa.select(projects).where(projects.c.id == project.id)).mappings().one())
+        first = OutboxEvent(PROJECT_UPSERTED, str(project.id), project_upserted(row, load_handbook(conn)))
         write_outbox(conn, [first])
-    relay_pending(engine, kafka_bootstrap)
-    # the recalc's transaction: new aggregates, version + 1, the snapshot republished
-    with engine.begin() as conn:
-        recalculated = dict(
-            conn.execute(
-                sa.update(projects)
-                .where(projects.c.id == project["id"])
-                .values(
-                    price_min=Decimal("4100000.00"),
-                    price_max=Decimal("9900000.50"),
-                    property_objects_total_count=12,
-                    property_objects_free_count=5,
-                    version=projects.c.version + 1,
-                )
-                .returning(*projects.c)
-            )
-            .mappings()
-            .one()
-        )
-        second = OutboxEvent(PROJECT_UPSERTED, str(project["id"]), project_upserted(recalculated, handbook))
-        write_outbox(conn, [second])
+        StoreBuilder(conn).request(project)  # due now
     relay_pending(engine, kafka_bootstrap)
 
-    ids = {str(first.message_id), str(second.message_id)}
-    got = [e for e in consumed(kafka_bootstrap, ids) if e.message_id in ids]
-    assert [e.version for e in got] == [1, 2]
-    assert got[1].payload["price"] == {"min": 4100000, "max": 9900000.5}
-    assert (got[1].payload["propertyObjectsTotalCount"], got[1].payload["propertyObjectsFreeCount"]) == (
-        12,
-        5,
+    drained = drain(engine, correlation_id="recalc-run")  # project-aggregates-recalc (seed 000)
+    assert drained.recalculated == 1
+    relay_after_commit(engine, kafka_bootstrap)  # the fast path after the drain's commits
+
+    key = str(project.id)
+    topic = topic_of(PROJECT_UPSERTED)
+    got = wait_until(
+        lambda: (lambda evs: evs if len(evs) >= 2 else None)(
+            [e for e in read_events(kafka_bootstrap, [topic]) if e.key == key]
+        ),
+        what="the republished project",
     )
+    assert [e.version for e in got] == [1, 2]
+    assert got[1].headers["correlationId"] == "recalc-run"
+    assert got[1].payload["price"] == {"min": 4500000.5, "max": 7000000}
+    assert (got[1].payload["propertyObjectsTotalCount"], got[1].payload["propertyObjectsFreeCount"]) == (6, 4)
     projection = EventProjection().apply_all(got + got[:1])  # a late redelivery of v1
-    assert projection.state[(got[1].topic, str(project["id"]))]["version"] == 2
+    assert projection.state[(topic, key)]["version"] == 2
     assert projection.counts == {"applied": 2, "duplicate": 1, "stale": 0}
 
 
