@@ -245,6 +245,7 @@ class OutboxRelay:
         while True:
             outcome = self._pass(conn, upto, result, max_batches, deadline, stop)
             if outcome == "failed":
+                self.failed_attempts_total += 1  # counted once the pass's acknowledged rows are marked
                 if deadline is None:
                     result.failed = True
                     return
@@ -311,7 +312,6 @@ class OutboxRelay:
                         marks.append(db.submit(self._mark, conn, rows, to_mark, result))
                     if failed_ids:
                         result.failed_attempts += 1
-                        self.failed_attempts_total += 1
                         result.last_error = error
                         OUTBOX_PUBLISH_ERRORS.inc()
                         log.warning(
