@@ -109,7 +109,7 @@ def end_offsets(
                 raise KafkaException(
                     KafkaError(KafkaError._TIMED_OUT, "end offsets: no partition EOF in time")
                 )
-            for message in consumer.consume(10_000, 0.1):
+            for message in consumer.consume(10_000, 0.01):
                 key = (str(message.topic()), int(message.partition() or 0))
                 error = message.error()
                 if error is None:
