@@ -34,7 +34,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,7 +54,8 @@ from pin_chessboard_pipelines.errors import (
     SYNC_VALIDATION_FAILED,
 )
 from pin_chessboard_pipelines.events import payloads
-from pin_chessboard_pipelines.events.payloads import CONTRACT_VERSION, EVENT_TYPES, Handbook, topic_of
+from pin_chessboard_pipelines.events.outbox import write_outbox_batch
+from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.observability.metrics import (
     IMPORT_FAILED_ITEMS,
     SYNC_UNKNOWN_ENUM,
@@ -263,9 +263,6 @@ class _Event(NamedTuple):
     event_type: str  # e.g. pin.chessboard.project-upserted
     aggregate_id: str  # PIN id = Kafka key
     payload: dict[str, Any]
-
-
-_TOPICS = {event_type: topic_of(event_type) for event_type in EVENT_TYPES}
 
 
 @dataclass
@@ -706,7 +703,7 @@ def _finish(conn: Connection, batch: _Batch) -> None:
                 },
             )
         IMPORT_FAILED_ITEMS.inc(len(batch.quarantine))
-    result.events = _write_outbox(conn, batch)
+    result.events = write_outbox_batch(conn, batch.events, batch.ctx.correlation_id)
     if batch.touched:
         enqueue_recalc(
             conn,
@@ -759,50 +756,6 @@ def _touch(batch: _Batch, spec: _Entity, row: Mapping[str, Any]) -> None:
 
 def _event(batch: _Batch, event_type: str, row: Mapping[str, Any], payload: dict[str, Any]) -> _Event:
     return _Event(event_type, str(row["id"]), payload)
-
-
-def _write_outbox(conn: Connection, batch: _Batch) -> int:
-    """The batch's outbox rows in one COPY (store/sql/replica.sql `copy_outbox`): the rows
-    events/outbox.write_outbox writes (OutboxEvent.row(): random message id, topic, key = PIN id,
-    payload, the contract headers), with one occurredAt for the whole batch."""
-    events = batch.events
-    if not events:
-        return 0
-    occurred_at = datetime.now(UTC).isoformat()
-    correlation = _copy_text(json.dumps(batch.ctx.correlation_id, ensure_ascii=False))
-    version = str(CONTRACT_VERSION)
-    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-    lines = []
-    for message_id, (event_type, key, payload) in zip(_message_ids(len(events)), events, strict=True):
-        aggregate_type = EVENT_TYPES[event_type][0]
-        headers = (
-            f'{{"messageId":"{message_id}","occurredAt":"{occurred_at}","aggregateId":"{key}",'
-            f'"aggregateType":"{aggregate_type}","eventType":"{event_type}",'
-            f'"contractVersion":"{version}","correlationId":{correlation}}}'
-        )
-        payload_text = _copy_text(dumps(payload))
-        lines.append(
-            f"{message_id}\t{_TOPICS[event_type]}\t{key}\t{payload_text}\t{headers}\t{occurred_at}\n"
-        )
-    with _cursor(conn) as cur:
-        cur.copy(raw_queries("replica")["copy_outbox"], io.StringIO("".join(lines)))
-    return len(events)
-
-
-def _copy_text(json_text: str) -> str:
-    """JSON text as a COPY text-format field: JSON never holds a raw tab or newline, so only the
-    backslashes of its escapes need doubling."""
-    return json_text.replace("\\", "\\\\")
-
-
-def _message_ids(n: int) -> list[str]:
-    """n random (version 4) UUID strings, as uuid.uuid4() would give, from one urandom call."""
-    h = os.urandom(16 * n).hex()
-    ids = []
-    for i in range(0, 32 * n, 32):
-        s = h[i : i + 32]
-        ids.append(f"{s[:8]}-{s[8:12]}-4{s[13:16]}-{'89ab'[int(s[16], 16) & 3]}{s[17:20]}-{s[20:]}")
-    return ids
 
 
 def _payload_json(raw: Any) -> str:

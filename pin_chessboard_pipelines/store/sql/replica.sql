@@ -225,9 +225,3 @@ ON CONFLICT (external_talent_id) DO UPDATE SET
     version = t.version + 1
 WHERE t.replica_version < EXCLUDED.replica_version
 RETURNING t.*, (t.xmax = 0) AS inserted
-
--- name: copy_outbox
--- The batch's events, COPYed in event order (= commit order of `id`): about twice as fast as a
--- multi-row INSERT for the page-sized batches of the import (benchmarks/apply_bench.py). The rows
--- are those of events/outbox.py OutboxEvent.row(), built in replica/apply.py `_write_outbox`.
-COPY chessboard.outbox_messages (message_id, topic, message_key, payload, headers, occurred_at) FROM STDIN
