@@ -135,6 +135,8 @@ def drain_recalc_queue(
             run_log=context.log,  # batches, failures, poison; per-project lines stay in the Python log
         )
     context.log.info(f"recalc drain: {json.dumps(result.summary())}")
+    if sum(result.republished.values()):
+        chessboard.relay_outbox(context.log)
     with chessboard.engine.connect() as conn:
         poison = poison_rows(conn, settings.recalc_poison_attempts)
     # log_event accepts check evaluations at run time; its annotation lags behind

@@ -264,6 +264,8 @@ def materialize_stage(
         raise
     if stage.name == _stages_in_run(context)[-1]:
         end_session(correlation_id, RunStatus.COMPLETED)
+    if report.counters.applied and not session.request.dry_run:
+        chessboard.relay_outbox(context.log)
     context.log.info(
         f"{stage.name}: planned {report.counters.planned}, applied {report.counters.applied}, "
         f"skipped {report.counters.skipped}, failed {report.counters.failed} in {report.pages} pages"
