@@ -25,17 +25,26 @@ from pin_chessboard_pipelines.store.queries import queries
 
 log = logging.getLogger(__name__)
 
-# metric name -> (help, named query in store/sql/metrics.sql)
-STORE_GAUGES: dict[str, tuple[str, str]] = {
-    "chessboard_recalc_queue_depth": ("Rows in project_recalc_requests", "recalc_queue_depth"),
-    "chessboard_recalc_due_backlog": ("Recalc rows already due (due_at < now)", "recalc_due_backlog"),
+# metric name -> (help, store/sql/<file>.sql, named query)
+STORE_GAUGES: dict[str, tuple[str, str, str]] = {
+    "chessboard_recalc_queue_depth": ("Rows in project_recalc_requests", "recalc", "queue_depth"),
+    "chessboard_recalc_due_backlog": ("Recalc rows already due (due_at <= now)", "recalc", "due_backlog"),
     "chessboard_recalc_poison_rows": (
         "Recalc rows with attempt_count >= the poison threshold",
-        "recalc_poison_rows",
+        "recalc",
+        "poison_count",
     ),
-    "chessboard_outbox_backlog": ("Outbox rows not yet acknowledged by Kafka", "outbox_backlog"),
-    "chessboard_outbox_lag_seconds": ("Age of the oldest unpublished outbox row", "outbox_lag_seconds"),
-    "chessboard_import_runs_running": ("talent_import_runs rows in status Running", "import_running"),
+    "chessboard_outbox_backlog": ("Outbox rows not yet acknowledged by Kafka", "metrics", "outbox_backlog"),
+    "chessboard_outbox_lag_seconds": (
+        "Age of the oldest unpublished outbox row",
+        "metrics",
+        "outbox_lag_seconds",
+    ),
+    "chessboard_import_runs_running": (
+        "talent_import_runs rows in status Running",
+        "metrics",
+        "import_running",
+    ),
 }
 
 
@@ -45,15 +54,16 @@ class StoreGaugeCollector(Collector):
         self.poison_attempts = poison_attempts
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        named = queries("metrics")
         up = GaugeMetricFamily("chessboard_store_up", "1 when the store answered the last scrape")
         try:
             with get_engine(self.url).connect() as conn:
                 values = {
                     metric: float(
-                        conn.execute(named[query], {"poison_attempts": self.poison_attempts}).scalar_one()
+                        conn.execute(
+                            queries(file)[query], {"poison_attempts": self.poison_attempts}
+                        ).scalar_one()
                     )
-                    for metric, (_, query) in STORE_GAUGES.items()
+                    for metric, (_, file, query) in STORE_GAUGES.items()
                 }
         except Exception as error:  # a scrape must not fail: report the store as down
             log.warning("store gauges unavailable: %s", type(error).__name__)
@@ -62,7 +72,7 @@ class StoreGaugeCollector(Collector):
             return
         up.add_metric([], 1)
         yield up
-        for metric, (help_text, _) in STORE_GAUGES.items():
+        for metric, (help_text, _, _) in STORE_GAUGES.items():
             gauge = GaugeMetricFamily(metric, help_text)
             gauge.add_metric([], values[metric])
             yield gauge

@@ -9,14 +9,9 @@ import yaml
 
 import pin_chessboard_pipelines.observability as observability
 from pin_chessboard_pipelines.observability import metrics
+from pin_chessboard_pipelines.observability.exporter import STORE_GAUGES  # read at scrape time
 
 RULES = Path(observability.__file__).parent / "rules" / "recalc_alerts.yml"
-# gauges read from the store at scrape time by `metrics serve`
-STORE_GAUGES = {
-    "chessboard_recalc_due_backlog",
-    "chessboard_recalc_queue_depth",
-    "chessboard_recalc_poison_rows",
-}
 DURATION = re.compile(r"^\d+[smhd]$")
 
 

@@ -1,14 +1,5 @@
 -- Gauges that describe the store, read by `pin-chessboard metrics serve` at scrape time.
--- Each query returns one row with one column `value`.
-
--- name: recalc_queue_depth
-SELECT count(*) AS value FROM chessboard.project_recalc_requests
-
--- name: recalc_due_backlog
-SELECT count(*) AS value FROM chessboard.project_recalc_requests WHERE due_at < now()
-
--- name: recalc_poison_rows
-SELECT count(*) AS value FROM chessboard.project_recalc_requests WHERE attempt_count >= :poison_attempts
+-- Each query returns one row with one column `value`. The recalc queue's gauges are in recalc.sql.
 
 -- name: outbox_backlog
 SELECT count(*) AS value FROM chessboard.outbox_messages WHERE published_at IS NULL
