@@ -77,7 +77,8 @@ RECALC_LAG = Histogram(
     buckets=(1, 5, 10, 20, 30, 40, 60, 120, 300, 600),
 )
 RECALC_POISON = Counter(
-    "chessboard_recalc_poison_total", "Queue rows that reached the poison threshold (CHESSBOARD_RECALC_POISON)"
+    "chessboard_recalc_poison_total",
+    "Queue rows that reached the poison threshold (CHESSBOARD_RECALC_POISON)",
 )
 RECALC_TICKS = Counter("chessboard_recalc_ticks_total", "Evaluations of the recalc drain sensor")
 RECALC_LAST_TICK = Gauge(

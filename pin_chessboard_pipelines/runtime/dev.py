@@ -74,7 +74,12 @@ def start_services(settings: Settings, stack: Stack, dataset: str) -> None:
     state = settings.state_dir
     (state / "logs").mkdir(parents=True, exist_ok=True)
     if not settings.database_url:
-        stack.on_stop.append(lambda: (stop_postgres(embedded_pg_dir(settings)), say("stopped PostgreSQL")))
+
+        def stop_embedded_postgres() -> None:
+            stop_postgres(embedded_pg_dir(settings))
+            say("stopped PostgreSQL")
+
+        stack.on_stop.append(stop_embedded_postgres)
     prepare_dagster_home(settings)  # starts the embedded PostgreSQL if needed, creates `dagster`
     url = os.environ["CHESSBOARD_DATABASE_URL"]
     upgrade(url)

@@ -253,7 +253,9 @@ talent_import_pages = Table(
     Column("page_no", Integer, nullable=False),
     Column("cursor", Text),
     Column("next_cursor", Text),  # where the walk goes on after this page
-    Column("is_last", Boolean, nullable=False, server_default="false"),  # the walk of (stage, scope) ends here
+    Column(
+        "is_last", Boolean, nullable=False, server_default="false"
+    ),  # the walk of (stage, scope) ends here
     Column("scope", String(64), nullable=False, server_default=""),  # partition key (developer) or ""
     Column("status", String(16), nullable=False),
     Column("lease_until", DateTime(timezone=True)),
