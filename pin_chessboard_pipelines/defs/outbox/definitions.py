@@ -8,13 +8,12 @@ killed between commit and relay, rows written outside a job).
 
 import json
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
 import dagster as dg
 from pydantic import Field
 
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.defs.singleton import SINGLETON_TAG, active_run, graceful_interrupts
 from pin_chessboard_pipelines.events.relay import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MESSAGE_TIMEOUT_MS,
@@ -28,7 +27,6 @@ JOB_NAME = "outbox_relay"
 OP_NAME = "relay_outbox"
 SENSOR_NAME = "outbox_relay_sensor"
 PURGE_SCHEDULE_NAME = "outbox_relay_and_purge_hourly"
-SINGLETON_TAG = "pin/singleton"
 SINGLETON_VALUE = "outbox-relay"
 TICK_SECONDS = 5
 DEFAULT_TIME_BUDGET_SECONDS = 60.0
@@ -46,14 +44,6 @@ EVENTS = dg.AssetSpec(
     group_name="outbox",
     kinds={"kafka", "postgres"},
 )
-
-IN_PROGRESS = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-    dg.DagsterRunStatus.CANCELING,
-]
 
 
 class OutboxRelayConfig(dg.Config):
@@ -75,18 +65,6 @@ class OutboxRelayConfig(dg.Config):
     bootstrap_servers: str | None = Field(
         default=None, description="Overrides KAFKA_BOOTSTRAP_SERVERS for this run."
     )
-
-
-@contextmanager
-def _graceful_interrupts() -> Iterator[Callable[[], bool]]:
-    """Run termination stops the relay between batches; acknowledged rows are still marked."""
-    try:
-        from dagster._utils.interrupts import capture_interrupts, check_captured_interrupt
-    except ImportError:  # pragma: no cover - a Dagster without the helper: interrupts stay abrupt
-        yield lambda: False
-        return
-    with capture_interrupts():
-        yield check_captured_interrupt
 
 
 def _metadata(result: RelayResult, purged: int, backlog: dict[str, float]) -> dict[str, dg.MetadataValue]:
@@ -117,7 +95,7 @@ def relay_outbox(
     # one delivery attempt never outlasts the run's time budget
     message_timeout_ms = max(100, min(config.message_timeout_ms, int(config.time_budget_seconds * 1000)))
     with (
-        _graceful_interrupts() as interrupted,
+        graceful_interrupts() as interrupted,
         OutboxRelay(
             engine, bootstrap, batch_size=config.batch_size, message_timeout_ms=message_timeout_ms
         ) as relay,
@@ -177,13 +155,9 @@ def outbox_relay_sensor(
         return dg.SkipReason("no pending outbox rows")
     if age < FAST_PATH_GRACE_SECONDS:
         return dg.SkipReason(f"{backlog} pending row(s), the oldest {age:.1f}s old: left to the fast path")
-    active = context.instance.get_runs(
-        filters=dg.RunsFilter(job_name=JOB_NAME, statuses=IN_PROGRESS), limit=1
-    )
+    active = active_run(context.instance, JOB_NAME)
     if active:
-        return dg.SkipReason(
-            f"{backlog} pending row(s); relay run {active[0].run_id} is {active[0].status.value}"
-        )
+        return dg.SkipReason(f"{backlog} pending row(s); relay run {active.run_id} is {active.status.value}")
     run_key = f"outbox-relay:{int(time.time() * 1000)}"
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_key=run_key, tags={SINGLETON_TAG: SINGLETON_VALUE})],

@@ -6,13 +6,12 @@ Thin shells over recalc/: the loop is `recalc.drain.drain`, the audit `recalc.au
 
 import json
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
 import dagster as dg
 from pydantic import Field
 
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.defs.singleton import SINGLETON_TAG, active_run, graceful_interrupts
 from pin_chessboard_pipelines.errors import RECALC_POISON
 from pin_chessboard_pipelines.observability import metrics
 from pin_chessboard_pipelines.recalc.audit import audit
@@ -23,7 +22,6 @@ JOB_NAME = "project_aggregates_recalc"
 OP_NAME = "drain_recalc_queue"
 SENSOR_NAME = "project_aggregates_recalc_sensor"
 AUDIT_JOB_NAME = "chessboard_aggregates_audit"
-SINGLETON_TAG = "pin/singleton"
 SINGLETON_VALUE = "recalc-drain"
 TICK_SECONDS = 5  # seed 000: worker tick 5 s (also Dagster's minimum sensor interval)
 DEFAULT_TIME_BUDGET_SECONDS = 25.0  # seed 000: a tick takes < 30 s
@@ -40,14 +38,6 @@ AGGREGATES = dg.AssetSpec(
 AUDIT_CHECK = "aggregates_match_formulas"
 POISON_CHECK = "no_poison_recalc_rows"
 
-IN_PROGRESS = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-    dg.DagsterRunStatus.CANCELING,
-]
-
 
 class RecalcDrainConfig(dg.Config):
     time_budget_seconds: float = Field(
@@ -55,18 +45,6 @@ class RecalcDrainConfig(dg.Config):
         description="Stop taking new projects after this many seconds; the rest waits for the next run.",
     )
     until_empty: bool = Field(default=False, description="No time budget: drain until no due row is left.")
-
-
-@contextmanager
-def _graceful_interrupts() -> Iterator[Callable[[], bool]]:
-    """Run termination (SIGINT/SIGTERM) stops the drain between projects instead of inside one."""
-    try:
-        from dagster._utils.interrupts import capture_interrupts, check_captured_interrupt
-    except ImportError:  # pragma: no cover - a Dagster without the helper: interrupts stay abrupt
-        yield lambda: False
-        return
-    with capture_interrupts():
-        yield check_captured_interrupt
 
 
 def _metadata(result: DrainResult) -> dict[str, dg.MetadataValue]:
@@ -124,7 +102,7 @@ def drain_recalc_queue(
     """Drains due recalc rows, batch after batch, each project in its own transaction."""
     settings = chessboard.settings
     budget = None if config.until_empty else config.time_budget_seconds
-    with _graceful_interrupts() as interrupted:
+    with graceful_interrupts() as interrupted:
         result = drain(
             chessboard.engine,
             batch_size=settings.recalc_batch_size,
@@ -180,13 +158,9 @@ def project_aggregates_recalc_sensor(
         context.log.warning(f"{RECALC_POISON}: {summary.poison} due row(s) are poison and skipped")
     if summary.due == 0:
         return dg.SkipReason("no due recalc rows")
-    active = context.instance.get_runs(
-        filters=dg.RunsFilter(job_name=JOB_NAME, statuses=IN_PROGRESS), limit=1
-    )
+    active = active_run(context.instance, JOB_NAME)
     if active:
-        return dg.SkipReason(
-            f"{summary.due} due row(s); drain run {active[0].run_id} is {active[0].status.value}"
-        )
+        return dg.SkipReason(f"{summary.due} due row(s); drain run {active.run_id} is {active.status.value}")
     run_key = f"recalc-drain:{int(now * 1000)}"
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_key=run_key, tags={SINGLETON_TAG: SINGLETON_VALUE})],

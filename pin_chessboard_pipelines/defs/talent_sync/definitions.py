@@ -7,31 +7,21 @@ budget ends); `pin-chessboard talent-sync` runs the same job without a budget un
 
 import json
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
 import dagster as dg
 from pydantic import Field
 
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.defs.singleton import SINGLETON_TAG, active_run, graceful_interrupts
 from pin_chessboard_pipelines.errors import IMPORT_DISABLED
 from pin_chessboard_pipelines.talent.sync import SyncResult, TalentSync, group_lag, sync_running
 
 JOB_NAME = "talent_sync"
 OP_NAME = "consume_talent_topics"
 SENSOR_NAME = "talent_sync_sensor"
-SINGLETON_TAG = "pin/singleton"
 SINGLETON_VALUE = "talent-sync"
 TICK_SECONDS = 10
 DEFAULT_TIME_BUDGET_SECONDS = 600.0
-
-IN_PROGRESS = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-    dg.DagsterRunStatus.CANCELING,
-]
 
 
 class TalentSyncConfig(dg.Config):
@@ -43,18 +33,6 @@ class TalentSyncConfig(dg.Config):
         default=2000, ge=1, le=50_000, description="Messages per poll batch (one transaction)."
     )
     bootstrap_servers: str | None = Field(default=None, description="Overrides KAFKA_BOOTSTRAP_SERVERS.")
-
-
-@contextmanager
-def _graceful_interrupts() -> Iterator[Callable[[], bool]]:
-    """Run termination / Ctrl-C stops the consumer between batches (the current one commits)."""
-    try:
-        from dagster._utils.interrupts import capture_interrupts, check_captured_interrupt
-    except ImportError:  # pragma: no cover - a Dagster without the helper: interrupts stay abrupt
-        yield lambda: False
-        return
-    with capture_interrupts():
-        yield check_captured_interrupt
 
 
 def _metadata(result: SyncResult) -> dict[str, dg.MetadataValue]:
@@ -91,7 +69,7 @@ def consume_talent_topics(
         cap_seconds=settings.recalc_cap_seconds,
         correlation_id=context.run_id,
     )
-    with _graceful_interrupts() as interrupted:
+    with graceful_interrupts() as interrupted:
         result = sync.run(
             until_idle=config.until_idle, max_seconds=config.time_budget_seconds, should_stop=interrupted
         )
@@ -122,11 +100,9 @@ def talent_sync_sensor(
     settings = chessboard.settings
     if not settings.talent_sync_enabled:
         return dg.SkipReason("feature flag chessboard.talent-sync.enabled is off")
-    active = context.instance.get_runs(
-        filters=dg.RunsFilter(job_name=JOB_NAME, statuses=IN_PROGRESS), limit=1
-    )
+    active = active_run(context.instance, JOB_NAME)
     if active:
-        return dg.SkipReason(f"sync run {active[0].run_id} is {active[0].status.value}")
+        return dg.SkipReason(f"sync run {active.run_id} is {active.status.value}")
     if sync_running(chessboard.engine):
         return dg.SkipReason("a talent-sync consumer runs outside Dagster (pin-chessboard talent-sync)")
     try:
