@@ -45,6 +45,17 @@ def one_line(error: BaseException) -> str:
     return _CREDENTIALS.sub(r"\1***@", f"{type(error).__name__}: {lines[0] if lines else ''}".strip())
 
 
+def positive_seconds(raw: str) -> float:
+    """argparse type of a `--… SECONDS` option."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a positive number of seconds")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="pin-chessboard", description="PIN chessboard pipelines")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")

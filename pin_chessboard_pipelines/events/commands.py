@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-from typing import Any
 
-from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK
+from pin_chessboard_pipelines.cli import positive_seconds
+from pin_chessboard_pipelines.errors import EXIT_OK
 
 UNTIL_EMPTY_BUDGET_SECONDS = 600.0
 
@@ -22,7 +21,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     relay.add_argument(
         "--time-budget",
-        type=_seconds,
+        type=positive_seconds,
         default=None,
         metavar="SECONDS",
         help=f"give up after this long, retrying a down broker meanwhile (default 60, {UNTIL_EMPTY_BUDGET_SECONDS:.0f} "
@@ -39,56 +38,23 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     events.set_defaults(func=_events)
 
 
-def _seconds(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a positive number of seconds")
-    return value
-
-
 def _relay(args: argparse.Namespace) -> int:
     """The relay job through the Dagster instance in DAGSTER_HOME, so the run shows in the UI."""
-    import dagster as dg
-
     from pin_chessboard_pipelines.defs.outbox.definitions import (
         DEFAULT_TIME_BUDGET_SECONDS,
         JOB_NAME,
         OP_NAME,
     )
-    from pin_chessboard_pipelines.runtime.services import prepare_dagster_home
+    from pin_chessboard_pipelines.runtime.jobs import run_job
     from pin_chessboard_pipelines.settings import load_settings
 
-    prepare_dagster_home(load_settings())
-    from pin_chessboard_pipelines.definitions import build_definitions
-
+    settings = load_settings()
     budget = args.time_budget or (
         UNTIL_EMPTY_BUDGET_SECONDS if args.until_empty else DEFAULT_TIME_BUDGET_SECONDS
     )
-    job = build_definitions().resolve_job_def(JOB_NAME)
-    with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(
-            instance=instance,
-            run_config={
-                "ops": {
-                    OP_NAME: {
-                        "config": {"until_empty": bool(args.until_empty), "time_budget_seconds": budget}
-                    }
-                }
-            },
-            tags={"pin/trigger": "cli"},
-            raise_on_error=False,
-        )
-        summary = _summary(result, OP_NAME)
-    print(
-        json.dumps(
-            {"runId": result.run_id, "status": "Completed" if result.success else "Failed", **summary},
-            ensure_ascii=False,
-        )
+    return run_job(
+        JOB_NAME, OP_NAME, {"until_empty": bool(args.until_empty), "time_budget_seconds": budget}, settings
     )
-    return EXIT_OK if result.success else EXIT_FAILED
 
 
 def _events(args: argparse.Namespace) -> int:
@@ -109,20 +75,3 @@ def _events(args: argparse.Namespace) -> int:
             f"version={event.payload.get('version')}  {name}".rstrip()
         )
     return EXIT_OK
-
-
-def _summary(result: Any, op_name: str) -> dict[str, Any]:
-    """The op's summary metadata, from its output or from its failure."""
-    for event in result.events_for_node(op_name):
-        metadata = None
-        if event.is_successful_output:
-            metadata = event.step_output_data.metadata
-        elif event.is_step_failure and event.step_failure_data.user_failure_data is not None:
-            metadata = event.step_failure_data.user_failure_data.metadata
-            error = event.step_failure_data.user_failure_data.description
-            if metadata and "summary" in metadata:
-                return {**dict(metadata["summary"].value), "error": error}
-            return {"error": error}
-        if metadata and "summary" in metadata:
-            return dict(metadata["summary"].value)
-    return {}

@@ -70,35 +70,10 @@ def _print_json(value: dict[str, Any]) -> None:
 
 def _drain(args: argparse.Namespace) -> int:
     """The recalc job through the Dagster instance in DAGSTER_HOME, so the run shows in the UI."""
-    import dagster as dg
-
     from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, OP_NAME
-    from pin_chessboard_pipelines.runtime.services import prepare_dagster_home
-    from pin_chessboard_pipelines.settings import load_settings
+    from pin_chessboard_pipelines.runtime.jobs import run_job
 
-    prepare_dagster_home(load_settings())
-    from pin_chessboard_pipelines.definitions import build_definitions
-
-    job = build_definitions().resolve_job_def(JOB_NAME)
-    with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(
-            instance=instance,
-            run_config={"ops": {OP_NAME: {"config": {"until_empty": bool(args.until_empty)}}}},
-            tags={"pin/trigger": "cli"},
-            raise_on_error=False,
-        )
-        summary = _run_summary(result, OP_NAME)
-    _print_json({"runId": result.run_id, "status": "Completed" if result.success else "Failed", **summary})
-    return EXIT_OK if result.success else EXIT_FAILED
-
-
-def _run_summary(result: Any, op_name: str) -> dict[str, Any]:
-    for event in result.events_for_node(op_name):
-        if event.is_successful_output:
-            summary = event.step_output_data.metadata.get("summary")
-            if summary is not None:
-                return dict(summary.value)
-    return {}
+    return run_job(JOB_NAME, OP_NAME, {"until_empty": bool(args.until_empty)})
 
 
 def _request(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ import logging
 import uuid
 
 from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK, IMPORT_DISABLED, Refused
+from pin_chessboard_pipelines.runtime.jobs import CONSOLE_LOGGER
 from pin_chessboard_pipelines.settings import Settings, load_settings
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.request import (
@@ -114,7 +115,10 @@ def run_import_command(
             _import_job().execute_in_process(
                 instance=instance,
                 run_id=run_id,
-                run_config={"resources": {"talent_import": {"config": config.model_dump(exclude_none=True)}}},
+                run_config={
+                    **CONSOLE_LOGGER,
+                    "resources": {"talent_import": {"config": config.model_dump(exclude_none=True)}},
+                },
                 tags={
                     "dagster/asset_partition_range_start": selected[0],
                     "dagster/asset_partition_range_end": selected[-1],
