@@ -18,12 +18,18 @@ FROM chessboard.{table}
 WHERE id = ANY(%(ids)s::uuid[])
 
 -- name: live_number_holders
--- Live property objects holding one of the (building, number) pairs a batch wants.
-SELECT po.building_id, po.number, po.external_talent_id
-FROM chessboard.property_objects AS po
-JOIN unnest(%(building_ids)s::uuid[], %(numbers)s::text[]) AS k(building_id, number)
-  ON po.building_id = k.building_id AND po.number = k.number
-WHERE po.deleted_at IS NULL
+-- Live property objects holding one of the (building, number) pairs a batch wants. One index probe
+-- per pair (LATERAL ... LIMIT 1; the live-number index holds at most one row per pair): a plain
+-- join is planned as a full scan + sort while the table's statistics still describe the empty
+-- table of an import's start (144 ms instead of 0.8 ms per page at 500k rows).
+SELECT k.building_id, k.number, po.external_talent_id
+FROM unnest(%(building_ids)s::uuid[], %(numbers)s::text[]) AS k(building_id, number)
+CROSS JOIN LATERAL (
+    SELECT p.external_talent_id
+    FROM chessboard.property_objects AS p
+    WHERE p.building_id = k.building_id AND p.number = k.number AND p.deleted_at IS NULL
+    LIMIT 1
+) AS po
 
 -- name: tombstone_rows
 -- A tombstone soft-deletes an alive row; a missing or already deleted one is left alone.
