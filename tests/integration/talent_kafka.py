@@ -7,7 +7,6 @@ import itertools
 import json
 import os
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,28 +17,17 @@ import sqlalchemy as sa
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from pin_chessboard_pipelines.events.outbox import HEADER_NAMES
-from pin_chessboard_pipelines.runtime.embedded import free_port, start_tansu
+from pin_chessboard_pipelines.runtime.embedded import admin_execute, free_port, start_tansu
 from pin_chessboard_pipelines.store.engine import get_engine, with_database
 from pin_chessboard_pipelines.store.tables import REPLICA_TABLES
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, STAGES
-from tests.fixtures.postgres import _admin, _template_name
+from tests.fixtures.postgres import _template_name
 
 # Columns that say when something happened, not what: never equal across two stores.
 WHEN_COLUMNS = frozenset({"created_at", "updated_at", "last_synced_at"})
 # Event headers that identify one delivery, not the event.
 DELIVERY_HEADERS = frozenset({"messageId", "occurredAt", "correlationId"})
 _databases = itertools.count()
-
-
-def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.02)
 
 
 @contextmanager
@@ -58,13 +46,13 @@ def own_broker() -> Iterator[str]:
 def extra_database(pg_server_url: str) -> Iterator[str]:
     """Another freshly migrated chessboard database on the test server."""
     name = f"chessboard_extra_{os.getpid()}_{next(_databases)}"
-    _admin(pg_server_url, f'CREATE DATABASE "{name}" TEMPLATE "{_template_name()}"')
+    admin_execute(pg_server_url, f'CREATE DATABASE "{name}" TEMPLATE "{_template_name()}"')
     url = with_database(pg_server_url, name)
     try:
         yield url
     finally:
         get_engine(url).dispose()
-        _admin(pg_server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin_execute(pg_server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def produce(bootstrap: str, topic: str, key: str, value: dict[str, Any] | None) -> None:

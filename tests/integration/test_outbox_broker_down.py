@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 import uuid
 from collections import defaultdict
 
@@ -26,22 +25,12 @@ from pin_chessboard_pipelines.events.relay import OutboxRelay
 from pin_chessboard_pipelines.events.topics_admin import contract_topics, topic_partitions
 from pin_chessboard_pipelines.runtime.embedded import free_port, start_tansu
 from pin_chessboard_pipelines.store.tables import outbox_messages
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 
 TOPIC = topic_of(PROPERTY_OBJECT_UPSERTED)
 KEYS, VERSIONS = 30, 60  # 1800 rows
-
-
-def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture

@@ -35,17 +35,7 @@ from pin_chessboard_pipelines.store.handbook_replica import load_handbook
 from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.store.tables import developers, outbox_messages, projects
 from tests.integration.recalc_data import StoreBuilder, standard_project
-
-
-def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.02)
+from tests.polling import wait_until
 
 
 def outbox_rows(engine) -> list[dict]:

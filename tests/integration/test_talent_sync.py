@@ -20,7 +20,8 @@ from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
 from pin_chessboard_pipelines.talent.sync import SYNC_LOCK_HELD, SyncFailed, TalentSync
 from pin_chessboard_pipelines.talent.topic_source import TopicReplaySource
 from pin_chessboard_pipelines.talent.topics import PROPERTY_OBJECTS, STAGES
-from tests.integration.talent_kafka import committed_offsets, count, own_broker, produce, wait_until
+from tests.integration.talent_kafka import committed_offsets, count, own_broker, produce
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 
