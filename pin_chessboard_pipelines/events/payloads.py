@@ -1,4 +1,4 @@
-"""One builder per event contract (chessboard-store.md "Events", seed 003 for project-upserted).
+"""One builder per event contract (chessboard-store.md "Events", docs/events.md).
 
 Pure functions of a store row (a mapping with the table's column names) and, for projects, the
 handbook replica. JSON-ready values: UUIDs as strings, timestamps RFC 3339, decimals as JSON
@@ -7,34 +7,33 @@ numbers (prices and areas fit the 15 significant digits a double keeps exactly).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+from pin_chessboard_pipelines import entities
+from pin_chessboard_pipelines.entities import ENTITIES
+
 CONTRACT_VERSION = 1
 
-DEVELOPER_UPSERTED = "pin.chessboard.developer-upserted"
-PROJECT_UPSERTED = "pin.chessboard.project-upserted"
-BUILDING_UPSERTED = "pin.chessboard.building-upserted"
-LAYOUT_GROUP_UPSERTED = "pin.chessboard.layout-group-upserted"
-LAYOUT_UPSERTED = "pin.chessboard.layout-upserted"
-PROPERTY_OBJECT_UPSERTED = "pin.chessboard.property-object-upserted"
+DEVELOPER_UPSERTED = entities.DEVELOPER.upserted_event
+PROJECT_UPSERTED = entities.PROJECT.upserted_event
+BUILDING_UPSERTED = entities.BUILDING.upserted_event
+LAYOUT_GROUP_UPSERTED = entities.LAYOUT_GROUP.upserted_event
+LAYOUT_UPSERTED = entities.LAYOUT.upserted_event
+PROPERTY_OBJECT_UPSERTED = entities.PROPERTY_OBJECT.upserted_event
 PROPERTY_OBJECT_PRICE_CHANGED = "pin.chessboard.property-object-price-changed"
 PROPERTY_OBJECT_STATUS_CHANGED = "pin.chessboard.property-object-status-changed"
 
+_PROPERTY_OBJECT = (entities.PROPERTY_OBJECT.aggregate_type, entities.PROPERTY_OBJECT.event_partitions)
 # event type -> (aggregate type, partitions of its topic)
 EVENT_TYPES: dict[str, tuple[str, int]] = {
-    DEVELOPER_UPSERTED: ("Developer", 3),
-    PROJECT_UPSERTED: ("Project", 3),
-    BUILDING_UPSERTED: ("Building", 3),
-    LAYOUT_GROUP_UPSERTED: ("LayoutGroup", 3),
-    LAYOUT_UPSERTED: ("Layout", 3),
-    PROPERTY_OBJECT_UPSERTED: ("PropertyObject", 6),
-    PROPERTY_OBJECT_PRICE_CHANGED: ("PropertyObject", 6),
-    PROPERTY_OBJECT_STATUS_CHANGED: ("PropertyObject", 6),
+    **{e.upserted_event: (e.aggregate_type, e.event_partitions) for e in ENTITIES},
+    PROPERTY_OBJECT_PRICE_CHANGED: _PROPERTY_OBJECT,
+    PROPERTY_OBJECT_STATUS_CHANGED: _PROPERTY_OBJECT,
 }
 
 
@@ -106,7 +105,7 @@ def developer_upserted(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def project_upserted(row: Mapping[str, Any], handbook: Handbook) -> dict[str, Any]:
-    """Exactly the 24 fields of ProjectUpsertedKafkaEvent (seed 003)."""
+    """Exactly the 24 fields of ProjectUpsertedKafkaEvent (docs/events.md)."""
     return {
         "id": _str(row["id"]),
         "tenantId": _str(row["tenant_id"]),
@@ -136,7 +135,7 @@ def project_upserted(row: Mapping[str, Any], handbook: Handbook) -> dict[str, An
 
 
 def building_upserted(row: Mapping[str, Any]) -> dict[str, Any]:
-    """Without the object counters: they are outside the building payload (seed 000, step 6)."""
+    """Without the object counters: they are outside the building payload (docs/project-aggregates-recalc.md)."""
     return {
         "id": _str(row["id"]),
         "tenantId": _str(row["tenant_id"]),
@@ -221,3 +220,14 @@ def property_object_status_changed(
         "source": source,
         "version": row["version"],
     }
+
+
+# entity name -> builder of its upserted event's payload from a store row
+UPSERTED_PAYLOADS: dict[str, Callable[[Mapping[str, Any], Handbook], dict[str, Any]]] = {
+    entities.DEVELOPER.name: lambda row, handbook: developer_upserted(row),
+    entities.PROJECT.name: project_upserted,
+    entities.BUILDING.name: lambda row, handbook: building_upserted(row),
+    entities.LAYOUT_GROUP.name: lambda row, handbook: layout_group_upserted(row),
+    entities.LAYOUT.name: lambda row, handbook: layout_upserted(row),
+    entities.PROPERTY_OBJECT.name: lambda row, handbook: property_object_upserted(row),
+}

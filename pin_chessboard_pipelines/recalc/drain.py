@@ -1,4 +1,4 @@
-"""The drain of the recalc queue (seed 000, "Алгоритм"): the loop the Dagster job and the CLI run.
+"""The drain of the recalc queue (docs/project-aggregates-recalc.md): the loop the Dagster job and the CLI run.
 
 Batches of due rows, oldest DueAt first; each project in its own transaction: claim the queue row
 (FOR UPDATE SKIP LOCKED), recompute every aggregate with one set-based statement, write outbox
@@ -24,6 +24,8 @@ from uuid import UUID
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
+from pin_chessboard_pipelines import entities
+from pin_chessboard_pipelines.entities import Entity
 from pin_chessboard_pipelines.errors import RECALC_POISON
 from pin_chessboard_pipelines.events import payloads
 from pin_chessboard_pipelines.events.outbox import OutboxEvent, write_outbox
@@ -40,8 +42,13 @@ LAST_ERROR_MAX = 1024
 TRANSIENT_SQLSTATES = frozenset({"40P01", "40001", "55P03"})
 TRANSIENT_RETRIES = 3
 
-# Outbox builders for the entities the recalc republishes; buildings are never published.
-REPUBLISHED = ("project", "layout", "layout_group")
+# The entities the recalc republishes, by the label recalc_project returns (buildings never are).
+_REPUBLISHED_ENTITIES: dict[str, Entity] = {
+    "project": entities.PROJECT,
+    "layout": entities.LAYOUT,
+    "layout_group": entities.LAYOUT_GROUP,
+}
+REPUBLISHED = tuple(_REPUBLISHED_ENTITIES)
 _TIMESTAMPS = ("created_at", "updated_at", "deleted_at", "last_synced_at")
 
 
@@ -265,14 +272,10 @@ def parse_row(text: str) -> dict[str, Any]:
     return row
 
 
-def _event(entity: str, row: dict[str, Any], handbook: Handbook, correlation_id: str) -> OutboxEvent:
-    if entity == "project":
-        event_type, payload = payloads.PROJECT_UPSERTED, payloads.project_upserted(row, handbook)
-    elif entity == "layout":
-        event_type, payload = payloads.LAYOUT_UPSERTED, payloads.layout_upserted(row)
-    else:
-        event_type, payload = payloads.LAYOUT_GROUP_UPSERTED, payloads.layout_group_upserted(row)
-    return OutboxEvent(event_type, str(row["id"]), payload, correlation_id)
+def _event(label: str, row: dict[str, Any], handbook: Handbook, correlation_id: str) -> OutboxEvent:
+    entity = _REPUBLISHED_ENTITIES[label]
+    payload = payloads.UPSERTED_PAYLOADS[entity.name](row, handbook)
+    return OutboxEvent(entity.upserted_event, str(row["id"]), payload, correlation_id)
 
 
 def _book_failure(

@@ -18,7 +18,7 @@ from typing import Any
 
 import requests
 
-from pin_chessboard_pipelines.talent.topics import COLLECTIONS
+from pin_chessboard_pipelines.entities import BY_COLLECTION
 
 MAX_PAGE_LIMIT = 2000  # `limit` of a listing: 1..2000
 MAX_BY_IDS = 500  # ids per by-ids request
@@ -127,7 +127,7 @@ class TalentApiClient:
         project_id: str | None = None,
     ) -> TalentPage:
         """One page of a listing; cursor None = the first page."""
-        if collection not in COLLECTIONS:
+        if collection not in BY_COLLECTION:
             raise ValueError(f"unknown collection {collection!r}")
         if not 1 <= limit <= MAX_PAGE_LIMIT:
             raise ValueError(f"limit must be 1..{MAX_PAGE_LIMIT}, got {limit}")

@@ -25,11 +25,10 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 from uuid import UUID
 
+from pin_chessboard_pipelines.entities import NAMES as ENTITIES
 from pin_chessboard_pipelines.errors import SYNC_UNKNOWN_REFERENCE, SYNC_VALIDATION_FAILED
 from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.replica.ids import PIN_NAMESPACE
-
-ENTITIES = ("developer", "project", "building", "layoutGroup", "layout", "propertyObject")
 
 # Enums (talent-source.md, "Enums"): field -> (metric label, values, fallback).
 PROJECT_TYPES = ("ResidentialComplex", "ApartHotel", "Hotel", "Villa")
@@ -340,7 +339,7 @@ def _project(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
         city_id=city,
         currency_id=currency,
         developer_id=developer_pin,
-        tenant_id=developer_pin,  # tenant boundary = developer (seed 003, TenantId)
+        tenant_id=developer_pin,  # tenant boundary = developer (docs/events.md, tenantId)
     )
     return TalentRecord(
         "project", talent_id, version, columns, {"developer": developer}, tuple(unknown), tuple(unresolved)

@@ -1,12 +1,13 @@
-"""Names of the Talent source (talent-source.md): stages, entities, HTTP collections, Kafka topics.
+"""The Talent stages as the import and the topic readers still name them, derived from entities.py.
 
-One row per Talent entity, in parent -> child order: the import walks the stages in this order and
-TopicReplay replays the topics in this order.
+New code reads entities.py directly (`Entity.stage`, `.name`, `.collection`, `.topic`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from pin_chessboard_pipelines import entities
 
 CONSUMER_GROUP = "pin-chessboard-talent-sync"
 
@@ -20,18 +21,12 @@ class TalentStage:
     partitions: int  # partitions the simulator creates the topic with
 
 
-def _stage(name: str, entity: str, collection: str, partitions: int = 3) -> TalentStage:
-    return TalentStage(name, entity, collection, f"talent.chessboard.{collection}.v1", partitions)
+def _stage(e: entities.Entity) -> TalentStage:
+    return TalentStage(e.stage, e.name, e.collection, e.topic, e.partitions)
 
 
-DEVELOPERS = _stage("Developers", "developer", "developers")
-PROJECTS = _stage("Projects", "project", "projects")
-BUILDINGS = _stage("Buildings", "building", "buildings")
-LAYOUT_GROUPS = _stage("LayoutGroups", "layoutGroup", "layout-groups")
-LAYOUTS = _stage("Layouts", "layout", "layouts")
-PROPERTY_OBJECTS = _stage("PropertyObjects", "propertyObject", "property-objects", partitions=6)
-
-STAGES: tuple[TalentStage, ...] = (DEVELOPERS, PROJECTS, BUILDINGS, LAYOUT_GROUPS, LAYOUTS, PROPERTY_OBJECTS)
+STAGES: tuple[TalentStage, ...] = tuple(_stage(e) for e in entities.ENTITIES)
+DEVELOPERS, PROJECTS, BUILDINGS, LAYOUT_GROUPS, LAYOUTS, PROPERTY_OBJECTS = STAGES
 
 STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)
 COLLECTIONS: tuple[str, ...] = tuple(s.collection for s in STAGES)
