@@ -36,7 +36,7 @@ from pin_chessboard_pipelines.store.engine import get_engine, libpq_url, with_da
 from pin_chessboard_pipelines.store.migrate import upgrade  # noqa: E402
 from pin_chessboard_pipelines.talent_import.request import build_request  # noqa: E402
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession  # noqa: E402
-from pin_chessboard_pipelines.talent_import.source import ApiPullSource  # noqa: E402
+from pin_chessboard_pipelines.talent_import.sources import ApiPullSource  # noqa: E402
 
 DATABASE = "chessboard_import_bench"
 COPY_TABLE = "public.property_objects_copy"

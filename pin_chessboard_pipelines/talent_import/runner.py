@@ -43,7 +43,7 @@ from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.lock import AdvisoryLock
 from pin_chessboard_pipelines.talent_import.request import RunStatus, Scope, TalentInitialImportRequest
 from pin_chessboard_pipelines.talent_import.result import StageCounters, TalentInitialImportResult
-from pin_chessboard_pipelines.talent_import.source import ImportSource
+from pin_chessboard_pipelines.talent_import.sources import ImportSource
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
 

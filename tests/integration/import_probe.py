@@ -108,7 +108,7 @@ def _killed_import(db_url: str, sim_url: str, kill_entity: str, kill_at_page: in
 
     from pin_chessboard_pipelines.talent_import.request import build_request
     from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
-    from pin_chessboard_pipelines.talent_import.source import ApiPullSource
+    from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 
     seen = {"pages": 0}
 

@@ -16,7 +16,7 @@ from pin_chessboard_pipelines.talent.topics import DEVELOPERS, PROPERTY_OBJECTS,
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.request import RunStatus, build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession
-from pin_chessboard_pipelines.talent_import.source import ApiPullSource
+from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 from tests.integration.import_probe import ProbeApply, create_probe_tables
 from tests.integration.test_import_runner import CLIENT, FAST, SPEC, _import, _pages, _scalar
 

@@ -25,7 +25,7 @@ from pin_chessboard_pipelines.talent.topics import STAGE_NAMES, STAGES
 from pin_chessboard_pipelines.talent_import.lock import AdvisoryLock
 from pin_chessboard_pipelines.talent_import.request import build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
-from pin_chessboard_pipelines.talent_import.source import ApiPullSource
+from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 from tests.integration.import_probe import ProbeApply, create_probe_tables
 
 FAST = ImportOptions(lock_timeout_seconds=0.3, retry_seconds=0.05, idle_poll_seconds=0.02)

@@ -15,11 +15,10 @@ from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
-from pin_chessboard_pipelines.talent.sync import TalentSync
-from pin_chessboard_pipelines.talent.topic_source import TopicReplaySource
 from pin_chessboard_pipelines.talent_import.request import build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
-from pin_chessboard_pipelines.talent_import.source import ApiPullSource
+from pin_chessboard_pipelines.talent_import.sources import ApiPullSource, TopicReplaySource
+from pin_chessboard_pipelines.talent_sync import TalentSync
 from tests.integration.talent_kafka import event_set, extra_database, own_broker, replica_state, side_effects
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]

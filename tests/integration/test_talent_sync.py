@@ -17,9 +17,9 @@ from pin_chessboard_pipelines.store.tables import REPLICA_TABLES
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
-from pin_chessboard_pipelines.talent.sync import SYNC_LOCK_HELD, SyncFailed, TalentSync
-from pin_chessboard_pipelines.talent.topic_source import TopicReplaySource
 from pin_chessboard_pipelines.talent.topics import PROPERTY_OBJECTS, STAGES
+from pin_chessboard_pipelines.talent_import.sources import TopicReplaySource
+from pin_chessboard_pipelines.talent_sync import SYNC_LOCK_HELD, SyncFailed, TalentSync
 from tests.integration.talent_kafka import committed_offsets, count, own_broker, produce
 from tests.polling import wait_until
 

@@ -21,7 +21,7 @@ from pin_chessboard_pipelines.defs.talent_sync.definitions import (
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
-from pin_chessboard_pipelines.talent.sync import TalentSync
+from pin_chessboard_pipelines.talent_sync import TalentSync
 from tests.integration.talent_kafka import count, own_broker
 from tests.polling import wait_until
 

@@ -9,18 +9,15 @@ from confluent_kafka.admin import AdminClient
 
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
 from pin_chessboard_pipelines.replica.ids import pin_id
+from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import ensure_topics, publish_dataset
-from pin_chessboard_pipelines.talent.topic_source import (
-    TOMBSTONE,
-    TopicReplaySource,
-    apply_topic_items,
-    parse_cursor,
-)
+from pin_chessboard_pipelines.talent.topic_reader import TOMBSTONE
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, PROPERTY_OBJECTS, STAGES
 from pin_chessboard_pipelines.talent_import.request import Scope, build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
+from pin_chessboard_pipelines.talent_import.sources.topic_replay import TopicReplaySource, parse_cursor
 from tests.integration.talent_kafka import committed_offsets, count, own_broker, produce
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]

@@ -32,7 +32,7 @@ from pin_chessboard_pipelines.talent_import.runner import (
     StageFailed,
     StageReport,
 )
-from pin_chessboard_pipelines.talent_import.source import ApiPullSource, make_source
+from pin_chessboard_pipelines.talent_import.sources import ApiPullSource, make_source
 
 GROUP = "talent_import"
 PARTITIONS = "talent_developers"

@@ -14,7 +14,7 @@ from pydantic import Field
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import SINGLETON_TAG, active_run, graceful_interrupts
 from pin_chessboard_pipelines.errors import IMPORT_DISABLED
-from pin_chessboard_pipelines.talent.sync import SyncResult, TalentSync, group_lag, sync_running
+from pin_chessboard_pipelines.talent_sync import SyncResult, TalentSync, group_lag, sync_running
 
 JOB_NAME = "talent_sync"
 OP_NAME = "consume_talent_topics"

@@ -15,8 +15,8 @@ import argparse
 import logging
 import uuid
 
+from pin_chessboard_pipelines.cli.jobs import CONSOLE_LOGGER
 from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK, IMPORT_DISABLED, Refused
-from pin_chessboard_pipelines.runtime.jobs import CONSOLE_LOGGER
 from pin_chessboard_pipelines.settings import Settings, load_settings
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.request import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 from typing import Any
-from uuid import UUID
 
+from pin_chessboard_pipelines.cli.arguments import uuid_argument
 from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK
 
 
@@ -23,12 +23,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     drain.set_defaults(func=_drain)
 
     request = commands.add_parser("request", help="enqueue a recalc of one project (force recalc)")
-    request.add_argument("--project-id", required=True, type=_uuid, help="PIN id of the project")
+    request.add_argument("--project-id", required=True, type=uuid_argument, help="PIN id of the project")
     request.add_argument("--now", action="store_true", help="DueAt = now instead of the debounce")
     request.set_defaults(func=_request)
 
     reset = commands.add_parser("reset-poison", help="AttemptCount = 0, DueAt = now for one project")
-    reset.add_argument("--project-id", required=True, type=_uuid, help="PIN id of the project")
+    reset.add_argument("--project-id", required=True, type=uuid_argument, help="PIN id of the project")
     reset.set_defaults(func=_reset_poison)
 
     status = commands.add_parser("status", help="the recalc queue, optionally until it is drained")
@@ -44,15 +44,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     status.set_defaults(func=_status)
 
     audit = commands.add_parser("audit", help="list aggregate divergences; exit 1 if any")
-    audit.add_argument("--project-id", type=_uuid, help="PIN id of one project (default: all)")
+    audit.add_argument("--project-id", type=uuid_argument, help="PIN id of one project (default: all)")
     audit.set_defaults(func=_audit)
-
-
-def _uuid(raw: str) -> UUID:
-    try:
-        return UUID(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a UUID") from None
 
 
 def _store():
@@ -70,8 +63,8 @@ def _print_json(value: dict[str, Any]) -> None:
 
 def _drain(args: argparse.Namespace) -> int:
     """The recalc job through the Dagster instance in DAGSTER_HOME, so the run shows in the UI."""
+    from pin_chessboard_pipelines.cli.jobs import run_job
     from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, OP_NAME
-    from pin_chessboard_pipelines.runtime.jobs import run_job
 
     return run_job(JOB_NAME, OP_NAME, {"until_empty": bool(args.until_empty)})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pin_chessboard_pipelines.cli import positive_seconds
+from pin_chessboard_pipelines.cli.arguments import positive_seconds
 from pin_chessboard_pipelines.errors import IMPORT_DISABLED, Refused
 
 
@@ -26,12 +26,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 def _sync(args: argparse.Namespace) -> int:
     """Refusals (flag off, another consumer, topics missing) first, then the job through the Dagster
     instance in DAGSTER_HOME, so the run shows in the UI."""
+    from pin_chessboard_pipelines.cli.jobs import run_job
     from pin_chessboard_pipelines.defs.talent_sync.definitions import JOB_NAME, OP_NAME
-    from pin_chessboard_pipelines.runtime.jobs import run_job
     from pin_chessboard_pipelines.runtime.services import database_url
     from pin_chessboard_pipelines.settings import load_settings
     from pin_chessboard_pipelines.store.engine import get_engine
-    from pin_chessboard_pipelines.talent.sync import SYNC_LOCK_HELD, check_topics, sync_running
+    from pin_chessboard_pipelines.talent.topic_reader import check_topics, sync_running
+    from pin_chessboard_pipelines.talent_sync import SYNC_LOCK_HELD
 
     settings = load_settings()
     if not settings.talent_sync_enabled:

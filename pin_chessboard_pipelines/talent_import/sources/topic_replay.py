@@ -1,19 +1,17 @@
 """TopicReplay: the import reads the six compacted Talent topics (talent-source.md, "Kafka topics").
 
-Seed 004, Mode = TopicReplay: the consumer group `pin-chessboard-talent-sync` is reset to offset 0
-and the topics are re-consumed through the same apply path as the streaming consumer, stage by
-stage in parent -> child order; the import keeps its pages, leases, resume, quarantine and DryRun.
+Mode = TopicReplay (docs/talent-initial-import.md#modes-apipull-and-topicreplay): the consumer
+group `pin-chessboard-talent-sync` is reset to offset 0 and the topics are re-consumed through the
+same apply path as the streaming consumer, stage by stage in parent -> child order; the import
+keeps its pages, leases, resume, quarantine and DryRun.
 
 A page is an offset range of one partition: cursor `"<partition>:<start>:<end>"` = offsets
 [start, min(start + page_size, end)), where `end` is the partition's end offset when the walk
 reached it. A cursor therefore names the same messages whenever it is read again (a re-claimed or
 resumed page); compaction can only make a page shorter. The walk goes partition by partition.
 
-Items: a snapshot is its decoded JSON object; a tombstone (null value) is `{"id": key, TOMBSTONE:
-True}`; a value that is not a JSON object becomes `{"id": key, "undecodableValue": …}`, which the
-apply path quarantines. `apply_topic_items` is the apply function of pages and of poll batches of
-the streaming consumer: snapshots through `apply_snapshots`, tombstones through `apply_tombstones`,
-in message order.
+Items are the messages decoded by talent/topic_reader.py; pages are applied with
+replica/topic_items.apply_topic_items (they hold tombstones), as the streaming consumer's batches are.
 
 Scoped replays (DeveloperIdFilter / ProjectIdFilter) keep the items whose parent chain is in scope;
 the in-scope ids of a parent stage come from reading that parent's topic (cached per source).
@@ -21,11 +19,10 @@ the in-scope ids of a parent stage come from reading that parent's topic (cached
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import (
@@ -37,17 +34,13 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
-from pin_chessboard_pipelines.replica.apply import (
-    ApplyContext,
-    ApplyResult,
-    apply_snapshots,
-    apply_tombstones,
-)
+from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentTransientError
+from pin_chessboard_pipelines.talent.topic_reader import Item, decode_message, is_tombstone, sync_running
 from pin_chessboard_pipelines.talent.topics import (
     CONSUMER_GROUP,
     DEVELOPERS,
@@ -57,12 +50,10 @@ from pin_chessboard_pipelines.talent.topics import (
     TalentStage,
 )
 from pin_chessboard_pipelines.talent_import.request import ImportMode, Scope
-from pin_chessboard_pipelines.talent_import.source import PlannedPage
+from pin_chessboard_pipelines.talent_import.sources.base import PlannedPage
 
 log = logging.getLogger(__name__)
 
-Item = dict[str, Any]
-TOMBSTONE = "__tombstone__"
 # Group states in which members consume: the offsets are theirs then, a reset would race them.
 ACTIVE_GROUP_STATES = frozenset(
     {
@@ -79,65 +70,6 @@ SCOPE_PARENT = {
     "layout": ("projectId", "project"),
     "propertyObject": ("buildingId", "building"),
 }
-
-
-# ---------------------------------------------------------------------------------------------
-# Messages as items, and the apply path of topic items
-
-
-def decode_message(key: bytes | None, value: bytes | None) -> Item:
-    """One message of a Talent topic as an item of the apply path."""
-    key_text = key.decode("utf-8", "replace") if key is not None else None
-    if value is None:
-        return {"id": key_text, TOMBSTONE: True}
-    try:
-        item = json.loads(value)
-    except ValueError:
-        item = None
-    if not isinstance(item, dict):
-        return {"id": key_text, "undecodableValue": value[:512].decode("utf-8", "replace")}
-    return item
-
-
-def is_tombstone(item: Item) -> bool:
-    return item.get(TOMBSTONE) is True
-
-
-def merge_results(results: Sequence[ApplyResult]) -> ApplyResult:
-    merged = ApplyResult()
-    for r in results:
-        merged.planned += r.planned
-        merged.applied += r.applied
-        merged.skipped += r.skipped
-        merged.failed += r.failed
-        merged.touched_projects |= r.touched_projects
-        merged.events += r.events
-        merged.unknown_enums.extend(r.unknown_enums)
-        merged.quarantined.extend(r.quarantined)
-        merged.created += r.created
-        merged.unresolved_references.extend(r.unresolved_references)
-    return merged
-
-
-def apply_topic_items(conn: Connection, entity: str, items: Sequence[Item], ctx: ApplyContext) -> ApplyResult:
-    """Applies topic items of one entity in message order, in the caller's transaction: runs of
-    snapshots through apply_snapshots, runs of tombstones through apply_tombstones."""
-    results: list[ApplyResult] = []
-    run: list[Item] = []
-    for item in items:
-        if run and is_tombstone(run[0]) != is_tombstone(item):
-            results.append(_apply_run(conn, entity, run, ctx))
-            run = []
-        run.append(item)
-    if run:
-        results.append(_apply_run(conn, entity, run, ctx))
-    return merge_results(results) if len(results) != 1 else results[0]
-
-
-def _apply_run(conn: Connection, entity: str, run: list[Item], ctx: ApplyContext) -> ApplyResult:
-    if is_tombstone(run[0]):
-        return apply_tombstones(conn, entity, [item["id"] for item in run], ctx)
-    return apply_snapshots(conn, entity, run, ctx)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,7 +125,7 @@ class TopicReplaySource:
     def __repr__(self) -> str:
         return f"TopicReplaySource({self.bootstrap_servers!r})"
 
-    # -- availability and the group reset (seed 004, "Проверка входа")
+    # -- availability and the group reset (docs/talent-initial-import.md#modes-apipull-and-topicreplay)
 
     def check_available(self) -> None:
         """The six topics exist and the group's offsets can be reset; then resets them to 0."""
@@ -241,11 +173,7 @@ class TopicReplaySource:
 
     def _sync_running(self) -> bool:
         """talent-sync reads with assigned partitions (no group membership): its lock tells."""
-        if self.engine is None:
-            return False
-        from pin_chessboard_pipelines.talent.sync import sync_running
-
-        return sync_running(self.engine)
+        return self.engine is not None and sync_running(self.engine)
 
     def _unavailable(self, message: str) -> Refused:
         return Refused(f"TopicReplay: {message}", IMPORT_SOURCE_UNAVAILABLE)
@@ -432,11 +360,4 @@ def _text(error: KafkaException) -> str:
     return error.args[0].str() if error.args and isinstance(error.args[0], KafkaError) else str(error)
 
 
-__all__ = [
-    "TOMBSTONE",
-    "TopicReplaySource",
-    "apply_topic_items",
-    "decode_message",
-    "format_cursor",
-    "parse_cursor",
-]
+__all__ = ["TopicReplaySource", "format_cursor", "parse_cursor"]

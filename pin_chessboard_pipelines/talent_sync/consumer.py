@@ -1,5 +1,5 @@
 """talent-chessboard-sync: the continuous consumer of the six Talent topics (talent-source.md,
-"Kafka topics"; seed 004 hands the replica over to it after the bootstrap).
+"Kafka topics"; the bootstrap import hands the replica over to it, docs/talent-initial-import.md).
 
 - Consumer group `pin-chessboard-talent-sync`, no auto-commit: the offsets of a poll batch are
   committed only after the batch's database transaction committed (a crash in between re-applies
@@ -8,7 +8,7 @@
   committed offsets), under a PostgreSQL advisory lock: the stage barrier below needs to see all
   partitions, and per-key order needs one reader per key anyway. A second `talent-sync` is
   refused (CHESSBOARD_SYNC_LOCK_HELD); a dead one loses the lock with its session.
-- One poll batch = one transaction, through the single apply path (talent/topic_source
+- One poll batch = one transaction, through the single apply path (replica/topic_items
   `apply_topic_items` -> replica/apply): the same mapping, version guard, quarantine, outbox
   events and recalc requests as ApiPull and TopicReplay; tombstones are soft deletes.
 - Stage barrier, as in the import: a batch applies its topics in parent -> child order, and the
@@ -32,15 +32,16 @@ from typing import Any
 from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, TopicPartition
 from sqlalchemy.engine import Engine
 
-from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
+from pin_chessboard_pipelines.errors import Refused
 from pin_chessboard_pipelines.events.relay import OutboxRelay
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.observability.metrics import TALENT_SYNC_LAG, TALENT_SYNC_MESSAGES
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
+from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
 from pin_chessboard_pipelines.store.queries import queries
-from pin_chessboard_pipelines.talent.topic_source import apply_topic_items, decode_message, is_tombstone
-from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, STAGES, TOPICS
+from pin_chessboard_pipelines.talent.topic_reader import check_topics, decode_message, is_tombstone
+from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, STAGES
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +251,7 @@ class TalentSync:
                 continue
             try:
                 applied = self._apply(batch, contexts, result)
-            except Exception as error:  # roll back, read the batch again (seed 004: retry with backoff)
+            except Exception as error:  # roll back, read the batch again, with backoff
                 attempts += 1
                 result.retries += 1
                 self._rewind(batch)
@@ -402,67 +403,10 @@ class TalentSync:
         return check_topics(self.bootstrap_servers, self._probe, self.timeout)
 
 
-def check_topics(
-    bootstrap_servers: str, consumer: Consumer | None = None, timeout: float = 10.0
-) -> set[tuple[str, int]]:
-    """Every partition of the six Talent topics; a broker that does not answer or a missing topic
-    is refused (CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE)."""
-    probe = consumer or probe_consumer(bootstrap_servers)
-    try:
-        metadata = probe.list_topics(timeout=timeout)
-    except KafkaException as error:
-        raise Refused(
-            f"talent-sync: Kafka at {bootstrap_servers} did not answer: {error}", IMPORT_SOURCE_UNAVAILABLE
-        ) from None
-    finally:
-        if consumer is None:
-            probe.close()
-    missing = [t for t in TOPICS if t not in metadata.topics or metadata.topics[t].error is not None]
-    if missing:
-        raise Refused(
-            f"talent-sync: Talent topic(s) missing: {', '.join(missing)}", IMPORT_SOURCE_UNAVAILABLE
-        )
-    return {(t, p) for t in TOPICS for p in metadata.topics[t].partitions}
-
-
-def group_lag(bootstrap_servers: str, group_id: str = CONSUMER_GROUP, timeout: float = 10.0) -> int:
-    """Messages of the six topics after the group's committed offsets (all of them where none is);
-    missing topics are refused like in check_topics."""
-    probe = probe_consumer(bootstrap_servers)
-    try:
-        partitions = sorted(check_topics(bootstrap_servers, probe, timeout))
-        ends = end_offsets(probe, partitions, timeout)
-    finally:
-        probe.close()
-    reader = Consumer(
-        {"bootstrap.servers": bootstrap_servers, "group.id": group_id, "enable.auto.commit": False}
-    )
-    try:
-        committed = reader.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout)
-    finally:
-        reader.close()
-    lag = 0
-    for tp in committed:
-        low, end = ends[(tp.topic, tp.partition)]
-        lag += max(0, end - max(low, tp.offset))
-    return lag
-
-
-def sync_running(engine: Engine) -> bool:
-    """Whether a talent-sync consumer holds its lock now."""
-    named = queries("talent_sync")
-    with engine.connect() as conn:
-        if not conn.execute(named["talent_sync_try_lock"]).scalar_one():
-            return True
-        conn.execute(named["talent_sync_unlock"])
-        conn.commit()
-    return False
-
-
 def _sleep_unless(seconds: float, stop: Callable[[], bool]) -> None:
     end = time.monotonic() + seconds
     while not stop() and time.monotonic() < end:
         time.sleep(min(0.1, max(0.0, end - time.monotonic())))
 
 
-__all__ = ["SyncFailed", "SyncResult", "TalentSync", "check_topics", "group_lag", "sync_running"]
+__all__ = ["SYNC_LOCK_HELD", "SyncFailed", "SyncResult", "TalentSync"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pin_chessboard_pipelines.cli import positive_seconds
+from pin_chessboard_pipelines.cli.arguments import positive_seconds
 from pin_chessboard_pipelines.errors import EXIT_OK
 
 UNTIL_EMPTY_BUDGET_SECONDS = 600.0
@@ -40,12 +40,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 def _relay(args: argparse.Namespace) -> int:
     """The relay job through the Dagster instance in DAGSTER_HOME, so the run shows in the UI."""
+    from pin_chessboard_pipelines.cli.jobs import run_job
     from pin_chessboard_pipelines.defs.outbox.definitions import (
         DEFAULT_TIME_BUDGET_SECONDS,
         JOB_NAME,
         OP_NAME,
     )
-    from pin_chessboard_pipelines.runtime.jobs import run_job
     from pin_chessboard_pipelines.settings import load_settings
 
     settings = load_settings()

@@ -1,0 +1,105 @@
+"""Reading the six compacted Talent topics (talent-source.md, "Kafka topics"): what the TopicReplay
+import source and the streaming consumer (talent_sync/) both need.
+
+- Messages as items: a snapshot is its decoded JSON object; a tombstone (null value) is
+  `{"id": key, TOMBSTONE: True}`; a value that is not a JSON object becomes
+  `{"id": key, "undecodableValue": …}`, which the apply path quarantines.
+- `check_topics`: every partition of the six topics, or a refusal when a topic is missing.
+- `group_lag`: messages after the consumer group's committed offsets.
+- `sync_running`: whether the streaming consumer holds its lock (it reads assigned partitions, so
+  the consumer group shows no member while it runs).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from sqlalchemy.engine import Engine
+
+from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
+from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
+from pin_chessboard_pipelines.store.queries import queries
+from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, TOPICS
+
+Item = dict[str, Any]
+TOMBSTONE = "__tombstone__"
+
+
+def decode_message(key: bytes | None, value: bytes | None) -> Item:
+    """One message of a Talent topic as an item of the apply path."""
+    key_text = key.decode("utf-8", "replace") if key is not None else None
+    if value is None:
+        return {"id": key_text, TOMBSTONE: True}
+    try:
+        item = json.loads(value)
+    except ValueError:
+        item = None
+    if not isinstance(item, dict):
+        return {"id": key_text, "undecodableValue": value[:512].decode("utf-8", "replace")}
+    return item
+
+
+def is_tombstone(item: Item) -> bool:
+    return item.get(TOMBSTONE) is True
+
+
+def check_topics(
+    bootstrap_servers: str, consumer: Consumer | None = None, timeout: float = 10.0
+) -> set[tuple[str, int]]:
+    """Every partition of the six Talent topics; a broker that does not answer or a missing topic
+    is refused (CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE)."""
+    probe = consumer or probe_consumer(bootstrap_servers)
+    try:
+        metadata = probe.list_topics(timeout=timeout)
+    except KafkaException as error:
+        raise Refused(
+            f"talent-sync: Kafka at {bootstrap_servers} did not answer: {error}", IMPORT_SOURCE_UNAVAILABLE
+        ) from None
+    finally:
+        if consumer is None:
+            probe.close()
+    missing = [t for t in TOPICS if t not in metadata.topics or metadata.topics[t].error is not None]
+    if missing:
+        raise Refused(
+            f"talent-sync: Talent topic(s) missing: {', '.join(missing)}", IMPORT_SOURCE_UNAVAILABLE
+        )
+    return {(t, p) for t in TOPICS for p in metadata.topics[t].partitions}
+
+
+def group_lag(bootstrap_servers: str, group_id: str = CONSUMER_GROUP, timeout: float = 10.0) -> int:
+    """Messages of the six topics after the group's committed offsets (all of them where none is);
+    missing topics are refused like in check_topics."""
+    probe = probe_consumer(bootstrap_servers)
+    try:
+        partitions = sorted(check_topics(bootstrap_servers, probe, timeout))
+        ends = end_offsets(probe, partitions, timeout)
+    finally:
+        probe.close()
+    reader = Consumer(
+        {"bootstrap.servers": bootstrap_servers, "group.id": group_id, "enable.auto.commit": False}
+    )
+    try:
+        committed = reader.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout)
+    finally:
+        reader.close()
+    lag = 0
+    for tp in committed:
+        low, end = ends[(tp.topic, tp.partition)]
+        lag += max(0, end - max(low, tp.offset))
+    return lag
+
+
+def sync_running(engine: Engine) -> bool:
+    """Whether a talent-sync consumer holds its lock now."""
+    named = queries("talent_sync")
+    with engine.connect() as conn:
+        if not conn.execute(named["talent_sync_try_lock"]).scalar_one():
+            return True
+        conn.execute(named["talent_sync_unlock"])
+        conn.commit()
+    return False
+
+
+__all__ = ["TOMBSTONE", "check_topics", "decode_message", "group_lag", "is_tombstone", "sync_running"]

@@ -1,0 +1,50 @@
+"""Where the import reads Talent from (docs/talent-initial-import.md#modes-apipull-and-topicreplay):
+the Source protocol, ApiPull over the HTTP API, TopicReplay over the compacted topics, make_source."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from pin_chessboard_pipelines.settings import Settings
+from pin_chessboard_pipelines.talent.client import TalentSourceError
+from pin_chessboard_pipelines.talent_import.request import ImportMode
+from pin_chessboard_pipelines.talent_import.sources.api_pull import ApiPullSource
+from pin_chessboard_pipelines.talent_import.sources.base import ImportSource, Item, PlannedPage
+from pin_chessboard_pipelines.talent_import.sources.topic_replay import TopicReplaySource
+
+
+def make_source(
+    mode: ImportMode,
+    settings: Settings,
+    *,
+    should_stop: Callable[[], bool] | None = None,
+    dry_run: bool = False,
+    engine: Engine | None = None,
+    client_options: dict[str, Any] | None = None,
+) -> ImportSource:
+    """The source of a mode: the Talent API, or the compacted Talent topics."""
+    if mode == ImportMode.API_PULL:
+        return ApiPullSource(
+            settings.talent_api_url,
+            settings.talent_api_token,
+            should_stop=should_stop,
+            client_options=client_options,
+        )
+    # A DryRun writes nothing, on Kafka either: the consumer group's offsets stay where they are.
+    return TopicReplaySource(
+        settings.kafka_bootstrap_servers, should_stop=should_stop, reset_offsets=not dry_run, engine=engine
+    )
+
+
+__all__ = [
+    "ApiPullSource",
+    "ImportSource",
+    "Item",
+    "PlannedPage",
+    "TalentSourceError",
+    "TopicReplaySource",
+    "make_source",
+]

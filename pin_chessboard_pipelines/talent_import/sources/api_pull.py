@@ -1,0 +1,97 @@
+"""ApiPull: the import reads the Talent HTTP API (talent-source.md, "HTTP API (ApiPull)").
+
+Planning walks the listing's cursors page by page; a page is fetched again by its cursor when a
+worker that does not hold the items of the walk processes it, which is safe because the order of
+a listing is stable for a cursor (talent-source.md).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
+from pin_chessboard_pipelines.talent.client import MAX_PAGE_LIMIT, TalentApiClient, TalentSourceUnavailable
+from pin_chessboard_pipelines.talent.topics import DEVELOPERS, TalentStage
+from pin_chessboard_pipelines.talent_import.request import ImportMode, Scope
+from pin_chessboard_pipelines.talent_import.sources.base import Item, PlannedPage
+
+
+class ApiPullSource:
+    """The Talent HTTP API (talent-source.md, "HTTP API (ApiPull)"); one keep-alive client per thread."""
+
+    mode = ImportMode.API_PULL
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        should_stop: Callable[[], bool] | None = None,
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self._token = token
+        self._should_stop = should_stop
+        self._client_options = dict(client_options or {})
+        self._local = threading.local()
+        self._clients: list[TalentApiClient] = []
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"ApiPullSource({self.base_url!r})"
+
+    def _client(self) -> TalentApiClient:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = TalentApiClient(
+                self.base_url, self._token, should_stop=self._should_stop, **self._client_options
+            )
+            self._local.client = client
+            with self._lock:
+                self._clients.append(client)
+        return client
+
+    def check_available(self) -> None:
+        try:
+            self._client().health()
+        except TalentSourceUnavailable as e:
+            raise Refused(str(e), IMPORT_SOURCE_UNAVAILABLE) from None
+
+    def plan_pages(
+        self, stage: TalentStage, scope: Scope, *, page_size: int, start: str | None = None
+    ) -> Iterator[PlannedPage]:
+        cursor = start
+        while True:
+            page = self._client().list_page(
+                stage.collection, cursor, page_size, scope.developer_id, scope.project_id
+            )
+            yield PlannedPage(cursor, page.next_cursor, page.items)
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def fetch_page(
+        self, stage: TalentStage, cursor: str | None, scope: Scope, *, page_size: int
+    ) -> list[Item]:
+        return (
+            self._client()
+            .list_page(stage.collection, cursor, page_size, scope.developer_id, scope.project_id)
+            .items
+        )
+
+    def developer_ids(self, project_id: str | None = None) -> list[str]:
+        ids: list[str] = []
+        for page in self.plan_pages(DEVELOPERS, Scope(project_id=project_id), page_size=MAX_PAGE_LIMIT):
+            ids.extend(str(item["id"]) for item in page.items or () if isinstance(item.get("id"), str))
+        return ids
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._clients = self._clients, []
+        for client in clients:
+            client.close()
+
+
+__all__ = ["ApiPullSource"]
