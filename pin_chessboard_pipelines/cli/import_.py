@@ -16,8 +16,9 @@ import logging
 import uuid
 
 from pin_chessboard_pipelines.cli.jobs import CONSOLE_LOGGER
-from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK, IMPORT_DISABLED, Refused
+from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK
 from pin_chessboard_pipelines.settings import Settings, load_settings
+from pin_chessboard_pipelines.talent.flag import require_talent_sync_enabled
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.request import (
     RunStatus,
@@ -30,9 +31,7 @@ log = logging.getLogger("pin_chessboard_pipelines.talent_import")
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "import", help="run (or resume) the talent initial import (seed 004) through Dagster"
-    )
+    parser = subparsers.add_parser("import", help="run (or resume) the talent initial import through Dagster")
     parser.add_argument("--mode", default="ApiPull", help="ApiPull (default) or TopicReplay")
     parser.add_argument("--page-size", type=int, help="1..2000 (default CHESSBOARD_IMPORT_PAGE_SIZE)")
     parser.add_argument("--developer-id", help="Talent developer id: re-sync one developer")
@@ -60,8 +59,7 @@ def import_command(args: argparse.Namespace) -> int:
     settings = load_settings()
     run_id = str(uuid.uuid4())  # the Dagster run id, and so the CorrelationId
     request = request_of(args, settings, run_id)
-    if not settings.talent_sync_enabled:
-        raise Refused("feature flag chessboard.talent-sync.enabled is off", IMPORT_DISABLED)
+    require_talent_sync_enabled(settings)  # before DAGSTER_HOME or the embedded database is touched
     result = run_import_command(settings, request, run_id)
     print(result.to_json(), flush=True)
     return EXIT_OK if result.status == RunStatus.COMPLETED else EXIT_FAILED
@@ -73,13 +71,15 @@ def run_import_command(
     # Dagster is imported here: `pin-chessboard --help` stays fast.
     import dagster as dg
 
-    from pin_chessboard_pipelines.defs.talent_import import definitions as talent_defs
+    from pin_chessboard_pipelines.defs.talent_import.config import PARTITIONS, TalentImportConfig
+    from pin_chessboard_pipelines.defs.talent_import.partitions import add_developer_partitions
+    from pin_chessboard_pipelines.defs.talent_import.session import end_session, open_session
     from pin_chessboard_pipelines.runtime.services import database_url, prepare_dagster_home
     from pin_chessboard_pipelines.talent_import import sessions
     from pin_chessboard_pipelines.talent_import.progress import ProgressBar
 
     prepare_dagster_home(settings)
-    config = talent_defs.TalentImportConfig(
+    config = TalentImportConfig(
         mode=request.mode.value,
         page_size=request.page_size,
         project_id_filter=request.project_id,
@@ -87,7 +87,7 @@ def run_import_command(
         workers=request.workers,
     )
     # Source availability, the lock and the run row (refusals happen here, before Dagster starts).
-    session = talent_defs.open_session(
+    session = open_session(
         settings,
         database_url(settings),
         config,
@@ -100,11 +100,11 @@ def run_import_command(
         # The partitions of the run: the filtered developer, the project's developer, or all of them.
         developers = list(request.developer_ids) or session.source.developer_ids(request.project_id)
         instance = dg.DagsterInstance.get()
-        talent_defs.add_developer_partitions(instance, developers)
+        add_developer_partitions(instance, developers)
         if request.developer_ids or request.project_id:
             selected = developers[:1]
         else:
-            selected = list(instance.get_dynamic_partitions(talent_defs.PARTITIONS))
+            selected = list(instance.get_dynamic_partitions(PARTITIONS))
         if not selected:
             # Nothing to partition by (an empty source, or a project Talent does not list): the same
             # import, without a Dagster run.
@@ -126,13 +126,13 @@ def run_import_command(
                 raise_on_error=False,
             )
     except KeyboardInterrupt:
-        talent_defs.end_session(run_id, RunStatus.CANCELLED, "interrupted")
+        end_session(run_id, RunStatus.CANCELLED, "interrupted")
         raise
     finally:
         # The assets end the session with the last stage; an import that stopped before ends here.
         dagster_run = instance.get_run_by_id(run_id) if instance is not None else None
         cancelled = dagster_run is not None and dagster_run.status == dg.DagsterRunStatus.CANCELED
-        talent_defs.end_session(
+        end_session(
             run_id,
             RunStatus.CANCELLED if cancelled else RunStatus.FAILED,
             "the import stopped before its last stage",
@@ -145,6 +145,6 @@ def run_import_command(
 
 def _import_job():
     from pin_chessboard_pipelines.definitions import defs
-    from pin_chessboard_pipelines.defs.talent_import.definitions import IMPORT_JOB
+    from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB
 
     return defs.resolve_job_def(IMPORT_JOB)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from pin_chessboard_pipelines.cli.arguments import positive_seconds
-from pin_chessboard_pipelines.errors import IMPORT_DISABLED, Refused
+from pin_chessboard_pipelines.errors import Refused
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -31,12 +31,12 @@ def _sync(args: argparse.Namespace) -> int:
     from pin_chessboard_pipelines.runtime.services import database_url
     from pin_chessboard_pipelines.settings import load_settings
     from pin_chessboard_pipelines.store.engine import get_engine
+    from pin_chessboard_pipelines.talent.flag import require_talent_sync_enabled
     from pin_chessboard_pipelines.talent.topic_reader import check_topics, sync_running
     from pin_chessboard_pipelines.talent_sync import SYNC_LOCK_HELD
 
     settings = load_settings()
-    if not settings.talent_sync_enabled:
-        raise Refused("feature flag chessboard.talent-sync.enabled is off", IMPORT_DISABLED)
+    require_talent_sync_enabled(settings)
     if sync_running(get_engine(database_url(settings))):
         raise Refused("another talent-sync consumer is running", SYNC_LOCK_HELD)
     check_topics(settings.kafka_bootstrap_servers)

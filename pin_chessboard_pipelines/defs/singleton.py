@@ -1,12 +1,17 @@
 """What the sensor-driven singleton jobs (recalc drain, outbox relay, talent sync) share: one run
-at a time, and termination that stops between units of work instead of inside one."""
+at a time, the sensors' run request, and termination that stops between units of work instead of
+inside one."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import dagster as dg
+
+from pin_chessboard_pipelines.defs.dagster_private import capture_interrupts, check_captured_interrupt
 
 # dagster.yaml limits runs with this tag to one per value (run coordinator).
 SINGLETON_TAG = "pin/singleton"
@@ -26,13 +31,32 @@ def active_run(instance: dg.DagsterInstance, job_name: str) -> dg.DagsterRun | N
     return runs[0] if runs else None
 
 
+def skip_while_active(
+    context: dg.SensorEvaluationContext, job_name: str, waiting: str
+) -> dg.SkipReason | None:
+    """A skip naming the job's queued or running run (`{waiting} {run id} is {status}`), else None."""
+    active = active_run(context.instance, job_name)
+    if active is None:
+        return None
+    return dg.SkipReason(f"{waiting} {active.run_id} is {active.status.value}")
+
+
+def singleton_run_request(
+    key_prefix: str, singleton_value: str, now: float, cursor: dict[str, Any]
+) -> dg.SensorResult:
+    """One run request tagged for the singleton run queue; the cursor records its run key first."""
+    run_key = f"{key_prefix}:{int(now * 1000)}"
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(run_key=run_key, tags={SINGLETON_TAG: singleton_value})],
+        cursor=json.dumps({"lastRunKey": run_key, **cursor}),
+    )
+
+
 @contextmanager
 def graceful_interrupts() -> Iterator[Callable[[], bool]]:
     """Run termination (SIGINT/SIGTERM) is captured and polled by the loop between units of work,
     so the unit in flight commits or rolls back whole."""
-    try:
-        from dagster._utils.interrupts import capture_interrupts, check_captured_interrupt
-    except ImportError:  # pragma: no cover - a Dagster without the helper: interrupts stay abrupt
+    if capture_interrupts is None or check_captured_interrupt is None:
         yield lambda: False
         return
     with capture_interrupts():

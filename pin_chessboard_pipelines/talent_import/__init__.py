@@ -1,1 +1,1 @@
-"""The talent initial import (seed 004, job talent-initial-import): plain Python, Dagster calls it."""
+"""The talent initial import (docs/talent-initial-import.md): plain Python, Dagster calls it."""

@@ -1,4 +1,4 @@
-"""TalentInitialImportRequest (seed 004, "Входная Модель") and its validation: pure functions.
+"""TalentInitialImportRequest (docs/talent-initial-import.md#request) and its validation: pure functions.
 
 A request is validated before the import writes anything; an invalid one is refused with
 CHESSBOARD_IMPORT_INVALID_REQUEST (exit 2 in the CLI).
@@ -65,7 +65,7 @@ ALL = Scope()
 
 @dataclass(frozen=True)
 class TalentInitialImportRequest:
-    """Mode, DeveloperIdFilter, ProjectIdFilter, PageSize, DryRun and CorrelationId of seed 004.
+    """Mode, DeveloperIdFilter, ProjectIdFilter, PageSize, DryRun and CorrelationId of the request.
 
     `developer_ids` widens DeveloperIdFilter to several developers (a Dagster partition range);
     `workers` is the number of parallel page workers of this process.
@@ -117,7 +117,7 @@ def build_request(
     correlation_id: str | None = None,
     workers: int = 2,
 ) -> TalentInitialImportRequest:
-    """A validated request (seed 004, "Проверка входа"); raises Refused(CHESSBOARD_IMPORT_INVALID_REQUEST)."""
+    """A validated request (docs/talent-initial-import.md#request); raises Refused(CHESSBOARD_IMPORT_INVALID_REQUEST)."""
     try:
         parsed_mode = ImportMode(mode)
     except ValueError:

@@ -66,7 +66,7 @@ def _same_request(run: Row, request: TalentInitialImportRequest) -> bool:
 def start_or_resume_run(
     conn: Connection, request: TalentInitialImportRequest, dagster_run_id: str | None
 ) -> tuple[Row, bool]:
-    """The run row of this import and whether it resumes an earlier attempt (seed 004, step 1).
+    """The run row of this import and whether it resumes an earlier attempt (docs/talent-initial-import.md#resume).
 
     Called with the advisory lock held, so a Running row belongs to a process that died: the same
     request resumes it, another request abandons it (Failed). Otherwise a Failed or Cancelled run

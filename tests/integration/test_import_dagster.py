@@ -11,15 +11,17 @@ import pytest
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
-from pin_chessboard_pipelines.defs.talent_import import definitions as talent_defs
+from pin_chessboard_pipelines.defs.talent_import import config as talent_config
+from pin_chessboard_pipelines.defs.talent_import import session as talent_session
+from pin_chessboard_pipelines.defs.talent_import.definitions import definitions
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.topics import STAGES
 from pin_chessboard_pipelines.talent_import import runner, sessions
-from pin_chessboard_pipelines.talent_import.lock import AdvisoryLock
+from pin_chessboard_pipelines.talent_import.lock import ImportLock
 
 SPEC = DatasetSpec(developers=3, projects_per_developer=2, objects_per_project=6)
-PARTITION = talent_defs.TALENT_DEVELOPERS.name
+PARTITION = talent_config.TALENT_DEVELOPERS.name
 
 
 def _resources() -> dict:
@@ -29,14 +31,14 @@ def _resources() -> dict:
 
 def build_defs() -> dg.Definitions:
     return dg.Definitions.merge(
-        talent_defs.definitions(),
+        definitions(),
         dg.Definitions(resources={"chessboard": ChessboardResource()}, executor=dg.in_process_executor),
     )
 
 
 def import_job() -> dg.JobDefinition:
     """Reconstructable (execute_job / re-execution): the store comes from CHESSBOARD_DATABASE_URL."""
-    return build_defs().resolve_job_def(talent_defs.IMPORT_JOB)
+    return build_defs().resolve_job_def(talent_config.IMPORT_JOB)
 
 
 @pytest.fixture
@@ -100,7 +102,7 @@ def test_one_run_over_all_partitions_is_one_unfiltered_import(env, engine, db_ur
         ]
         assert len(checks) == len(STAGES) and all(c.passed for c in checks)
     assert sessions.get(result.run_id) is None
-    with AdvisoryLock(db_url) as lock:  # released with the last stage
+    with ImportLock(db_url) as lock:  # released with the last stage
         lock.acquire(timeout=0)
 
 
@@ -167,7 +169,7 @@ def test_re_execute_from_failure_resumes_the_same_import_run(env, engine, monkey
 
 
 def test_a_held_lock_fails_the_run_with_the_error_code(env, engine, db_url):
-    with AdvisoryLock(db_url) as other, dg.instance_for_test() as instance:
+    with ImportLock(db_url) as other, dg.instance_for_test() as instance:
         other.acquire(timeout=0)
         instance.add_dynamic_partitions(PARTITION, _developers())
         result = import_job().execute_in_process(
@@ -188,7 +190,7 @@ def test_the_discovery_sensor_and_job_add_developer_partitions(env):
         [request] = result.dynamic_partitions_requests
         assert request.partitions_def_name == PARTITION
         assert list(request.partition_keys) == _developers()[1:]
-        assert defs.resolve_job_def(talent_defs.DISCOVERY_JOB).execute_in_process(instance=instance).success
+        assert defs.resolve_job_def(talent_config.DISCOVERY_JOB).execute_in_process(instance=instance).success
         assert sorted(instance.get_dynamic_partitions(PARTITION)) == sorted(_developers())
         again = sensor(dg.build_sensor_context(instance=instance, resources=_resources()))
         assert isinstance(again, dg.SkipReason) and "none new" in again.skip_message
@@ -244,7 +246,7 @@ def test_terminating_the_dagster_run_cancels_the_import_after_the_current_page(
         return real_apply(conn, entity, items, ctx)
 
     monkeypatch.setattr(runner, "apply_snapshots", apply)
-    monkeypatch.setattr(talent_defs, "STOP_PROBE_SECONDS", 0)  # look at the run status every time
+    monkeypatch.setattr(talent_session, "STOP_PROBE_SECONDS", 0)  # look at the run status every time
     run_id = str(uuid.uuid4())
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(PARTITION, _developers())
@@ -279,5 +281,5 @@ def test_terminating_the_dagster_run_cancels_the_import_after_the_current_page(
             ).all()
         )
     assert objects["Done"] == 1 and objects["Pending"] >= 1  # the page in flight, then nothing more
-    with AdvisoryLock(db_url) as lock:
+    with ImportLock(db_url) as lock:
         lock.acquire(timeout=0)

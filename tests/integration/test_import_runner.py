@@ -9,20 +9,24 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 
 import pytest
 import sqlalchemy as sa
 
+from pin_chessboard_pipelines.defs.talent_import.config import TalentImportConfig
+from pin_chessboard_pipelines.defs.talent_import.session import open_session
 from pin_chessboard_pipelines.errors import (
     IMPORT_DISABLED,
     IMPORT_LOCK_HELD,
     IMPORT_SOURCE_UNAVAILABLE,
     Refused,
 )
+from pin_chessboard_pipelines.settings import load_settings
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.topics import STAGE_NAMES, STAGES
-from pin_chessboard_pipelines.talent_import.lock import AdvisoryLock
+from pin_chessboard_pipelines.talent_import.lock import ImportLock
 from pin_chessboard_pipelines.talent_import.request import build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
@@ -203,10 +207,24 @@ def test_dry_run_is_recorded_and_passes_dry_run_to_the_apply_path(db_url, engine
     assert _scalar(engine, "SELECT dry_run FROM chessboard.talent_import_runs WHERE id = :r", r=result.run_id)
 
 
-def test_flag_off_refuses_before_writing(db_url, engine, talent_sim, probe):
+def test_flag_off_refuses_before_writing(db_url, engine, talent_sim):
     sim = talent_sim(SPEC)
+    settings = load_settings(
+        {
+            "CHESSBOARD_TALENT_SYNC_ENABLED": "false",
+            "CHESSBOARD_DATABASE_URL": db_url,
+            "TALENT_API_URL": sim.url,
+        }
+    )
     with pytest.raises(Refused) as refused:
-        run_import(db_url, build_request(), ApiPullSource(sim.url), enabled=False, apply=probe)
+        open_session(
+            settings,
+            db_url,
+            TalentImportConfig(),
+            correlation_id=str(uuid.uuid4()),
+            developer_ids=[],
+            dagster_run_id=None,
+        )
     assert refused.value.code == IMPORT_DISABLED
     assert _scalar(engine, "SELECT count(*) FROM chessboard.talent_import_runs") == 0
 
@@ -223,7 +241,7 @@ def test_an_unavailable_source_is_refused_before_writing(db_url, engine, talent_
 
 def test_the_advisory_lock_refuses_a_second_import(db_url, engine, talent_sim, probe):
     sim = talent_sim(SPEC)
-    with AdvisoryLock(db_url) as other:
+    with ImportLock(db_url) as other:
         other.acquire(timeout=0)
         started = time.monotonic()
         with pytest.raises(Refused) as refused:
@@ -239,7 +257,7 @@ def test_the_advisory_lock_refuses_a_second_import(db_url, engine, talent_sim, p
 def test_the_lock_is_released_after_a_run(db_url, talent_sim, probe):
     sim = talent_sim(SPEC)
     _import(db_url, sim, probe)
-    with AdvisoryLock(db_url) as lock:
+    with ImportLock(db_url) as lock:
         lock.acquire(timeout=0)
         assert lock.held
 
@@ -272,7 +290,7 @@ def test_cancellation_stops_after_the_current_page(db_url, engine, talent_sim):
     assert pages["PropertyObjects"][0] == "Done"  # the page in flight was finished
     assert "Pending" in pages["PropertyObjects"]  # nothing after it
     assert set(pages["Layouts"]) == {"Done"}  # earlier stages kept
-    with AdvisoryLock(db_url) as lock:
+    with ImportLock(db_url) as lock:
         lock.acquire(timeout=0)
     # the same import again resumes the cancelled run: the Done pages stay, the rest is applied
     resumed = _import(db_url, sim, apply)

@@ -5,31 +5,34 @@ from __future__ import annotations
 
 import dagster as dg
 
-from pin_chessboard_pipelines.defs.talent_import import definitions as talent_defs
+from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.defs.talent_import import config as talent_config
+from pin_chessboard_pipelines.defs.talent_import.assets import STAGE_ASSETS
+from pin_chessboard_pipelines.defs.talent_import.definitions import definitions
 from pin_chessboard_pipelines.talent.topics import STAGES
 
 NAMES = ["developers", "projects", "buildings", "layout_groups", "layouts", "property_objects"]
 
 
 def test_six_partitioned_assets_chained_by_the_stage_barriers():
-    assert [talent_defs.asset_name(s) for s in STAGES] == NAMES
-    by_key = {a.key: a for a in talent_defs.STAGE_ASSETS}
+    assert [talent_config.asset_name(s) for s in STAGES] == NAMES
+    by_key = {a.key: a for a in STAGE_ASSETS}
     assert [k.to_user_string() for k in by_key] == NAMES
     for parent, child in zip(NAMES, NAMES[1:], strict=False):
         assert by_key[dg.AssetKey(child)].dependency_keys == {dg.AssetKey(parent)}
     assert by_key[dg.AssetKey("developers")].dependency_keys == set()
-    for asset in talent_defs.STAGE_ASSETS:
-        assert asset.partitions_def == talent_defs.TALENT_DEVELOPERS
+    for asset in STAGE_ASSETS:
+        assert asset.partitions_def == talent_config.TALENT_DEVELOPERS
         assert asset.backfill_policy == dg.BackfillPolicy.single_run()
         assert asset.group_names_by_key[asset.key] == "talent_import"
         assert {c.name for c in asset.check_specs} == {"no_quarantined_items"}
-    assert talent_defs.TALENT_DEVELOPERS.name == "talent_developers"
+    assert talent_config.TALENT_DEVELOPERS.name == "talent_developers"
 
 
 def test_jobs_sensors_checks_and_config():
     defs = dg.Definitions.merge(
-        talent_defs.definitions(),
-        dg.Definitions(resources={"chessboard": talent_defs.ChessboardResource()}),
+        definitions(),
+        dg.Definitions(resources={"chessboard": ChessboardResource()}),
     )
     job = defs.resolve_job_def("talent_initial_import")
     assert {k.to_user_string() for k in job.asset_layer.selected_asset_keys} == set(NAMES)
@@ -40,6 +43,6 @@ def test_jobs_sensors_checks_and_config():
     checks = defs.resolve_asset_graph().asset_check_keys
     assert dg.AssetCheckKey(dg.AssetKey("property_objects"), "import_not_stuck") in checks
     assert sum(1 for c in checks if c.name == "no_quarantined_items") == 6
-    fields = talent_defs.TalentImportConfig.model_fields
+    fields = talent_config.TalentImportConfig.model_fields
     assert set(fields) == {"mode", "page_size", "project_id_filter", "dry_run", "workers"}
-    assert talent_defs.TalentImportConfig().mode == "ApiPull"
+    assert talent_config.TalentImportConfig().mode == "ApiPull"

@@ -7,9 +7,10 @@ import threading
 import pytest
 
 from pin_chessboard_pipelines.talent.topics import STAGES
+from pin_chessboard_pipelines.talent_import.model import StageReport
+from pin_chessboard_pipelines.talent_import.page_cache import PageCache
 from pin_chessboard_pipelines.talent_import.progress import render
 from pin_chessboard_pipelines.talent_import.result import StageCounters
-from pin_chessboard_pipelines.talent_import.runner import StageReport, _PageCache
 
 
 def _never() -> bool:
@@ -17,14 +18,14 @@ def _never() -> bool:
 
 
 def test_the_cache_hands_items_over_once():
-    cache = _PageCache(capacity=2)
+    cache = PageCache(capacity=2)
     cache.put(1, [{"id": "a"}], _never, lambda ids: set())
     assert cache.take(1) == [{"id": "a"}]
     assert cache.take(1) is None  # a second claimer fetches the page again
 
 
 def test_a_full_cache_drops_pages_claimed_elsewhere_first():
-    cache = _PageCache(capacity=2, evict_after=30)
+    cache = PageCache(capacity=2, evict_after=30)
     cache.put(1, [], _never, lambda ids: set())
     cache.put(2, [], _never, lambda ids: set())
     asked = []
@@ -39,7 +40,7 @@ def test_a_full_cache_drops_pages_claimed_elsewhere_first():
 
 
 def test_a_full_cache_waits_for_a_local_worker():
-    cache = _PageCache(capacity=1, evict_after=30)
+    cache = PageCache(capacity=1, evict_after=30)
     cache.put(1, ["first"], _never, lambda ids: set())
     taken = threading.Event()
 
@@ -58,7 +59,7 @@ def test_a_full_cache_waits_for_a_local_worker():
 
 
 def test_a_full_cache_evicts_the_oldest_page_at_the_deadline():
-    cache = _PageCache(capacity=1, evict_after=0)
+    cache = PageCache(capacity=1, evict_after=0)
     cache.put(1, ["old"], _never, lambda ids: set())
     cache.put(2, ["new"], _never, lambda ids: set())
     assert cache.take(1) is None and cache.take(2) == ["new"]

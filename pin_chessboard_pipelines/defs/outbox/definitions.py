@@ -12,8 +12,14 @@ import time
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines.defs.dagster_private import DagsterExecutionInterruptedError
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
-from pin_chessboard_pipelines.defs.singleton import SINGLETON_TAG, active_run, graceful_interrupts
+from pin_chessboard_pipelines.defs.singleton import (
+    SINGLETON_TAG,
+    graceful_interrupts,
+    singleton_run_request,
+    skip_while_active,
+)
 from pin_chessboard_pipelines.events.relay import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MESSAGE_TIMEOUT_MS,
@@ -114,8 +120,6 @@ def relay_outbox(
     if result.published or result.failed_attempts:
         context.log_event(dg.AssetObservation(asset_key=EVENTS.key, metadata=metadata))
     if cancelled:
-        from dagster._core.errors import DagsterExecutionInterruptedError
-
         raise DagsterExecutionInterruptedError()
     if result.failed:
         raise dg.Failure(
@@ -155,21 +159,11 @@ def outbox_relay_sensor(
         return dg.SkipReason("no pending outbox rows")
     if age < FAST_PATH_GRACE_SECONDS:
         return dg.SkipReason(f"{backlog} pending row(s), the oldest {age:.1f}s old: left to the fast path")
-    active = active_run(context.instance, JOB_NAME)
-    if active:
-        return dg.SkipReason(f"{backlog} pending row(s); relay run {active.run_id} is {active.status.value}")
-    run_key = f"outbox-relay:{int(time.time() * 1000)}"
-    return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_key=run_key, tags={SINGLETON_TAG: SINGLETON_VALUE})],
-        cursor=json.dumps(
-            {
-                "lastRunKey": run_key,
-                "backlog": backlog,
-                "maxPendingId": int(summary["max_id"]),
-                "oldestAgeSeconds": round(age, 3),
-            }
-        ),
-    )
+    busy = skip_while_active(context, JOB_NAME, f"{backlog} pending row(s); relay run")
+    if busy:
+        return busy
+    cursor = {"backlog": backlog, "maxPendingId": int(summary["max_id"]), "oldestAgeSeconds": round(age, 3)}
+    return singleton_run_request("outbox-relay", SINGLETON_VALUE, time.time(), cursor)
 
 
 # The sensor only runs the job when rows are pending; this run also purges on quiet days.

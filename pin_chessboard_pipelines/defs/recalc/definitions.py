@@ -10,8 +10,14 @@ import time
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines.defs.dagster_private import DagsterExecutionInterruptedError
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
-from pin_chessboard_pipelines.defs.singleton import SINGLETON_TAG, active_run, graceful_interrupts
+from pin_chessboard_pipelines.defs.singleton import (
+    SINGLETON_TAG,
+    graceful_interrupts,
+    singleton_run_request,
+    skip_while_active,
+)
 from pin_chessboard_pipelines.errors import RECALC_POISON
 from pin_chessboard_pipelines.observability import metrics
 from pin_chessboard_pipelines.recalc.audit import audit
@@ -122,8 +128,6 @@ def drain_recalc_queue(
     if result.processed or result.failed:
         context.log_event(dg.AssetObservation(asset_key=AGGREGATES.key, metadata=_metadata(result)))
     if result.stopped == "cancelled":
-        from dagster._core.errors import DagsterExecutionInterruptedError
-
         raise DagsterExecutionInterruptedError()
     return dg.Output(None, metadata=_metadata(result))
 
@@ -158,19 +162,12 @@ def project_aggregates_recalc_sensor(
         context.log.warning(f"{RECALC_POISON}: {summary.poison} due row(s) are poison and skipped")
     if summary.due == 0:
         return dg.SkipReason("no due recalc rows")
-    active = active_run(context.instance, JOB_NAME)
-    if active:
-        return dg.SkipReason(f"{summary.due} due row(s); drain run {active.run_id} is {active.status.value}")
-    run_key = f"recalc-drain:{int(now * 1000)}"
-    return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_key=run_key, tags={SINGLETON_TAG: SINGLETON_VALUE})],
-        cursor=json.dumps(
-            {
-                "lastRunKey": run_key,
-                "due": summary.due,
-                "oldestDueAt": None if summary.oldest_due_at is None else summary.oldest_due_at.isoformat(),
-            }
-        ),
+    busy = skip_while_active(context, JOB_NAME, f"{summary.due} due row(s); drain run")
+    if busy:
+        return busy
+    oldest = None if summary.oldest_due_at is None else summary.oldest_due_at.isoformat()
+    return singleton_run_request(
+        "recalc-drain", SINGLETON_VALUE, now, {"due": summary.due, "oldestDueAt": oldest}
     )
 
 

@@ -1,7 +1,7 @@
 """talent-chessboard-sync in Dagster: the streaming consumer as a job, started by a sensor whenever
 the Talent topics hold messages the consumer group has not committed.
 
-Thin shell over talent/sync.py. A sensor-started run consumes until it is caught up (or its time
+Thin shell over talent_sync/. A sensor-started run consumes until it is caught up (or its time
 budget ends); `pin-chessboard talent-sync` runs the same job without a budget until Ctrl-C.
 """
 
@@ -12,8 +12,13 @@ import dagster as dg
 from pydantic import Field
 
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
-from pin_chessboard_pipelines.defs.singleton import SINGLETON_TAG, active_run, graceful_interrupts
-from pin_chessboard_pipelines.errors import IMPORT_DISABLED
+from pin_chessboard_pipelines.defs.singleton import (
+    SINGLETON_TAG,
+    graceful_interrupts,
+    singleton_run_request,
+    skip_while_active,
+)
+from pin_chessboard_pipelines.talent.flag import talent_sync_disabled
 from pin_chessboard_pipelines.talent_sync import SyncResult, TalentSync, group_lag, sync_running
 
 JOB_NAME = "talent_sync"
@@ -59,8 +64,9 @@ def consume_talent_topics(
     """Applies the Talent topics' messages through the single apply path, committing offsets after
     each transaction."""
     settings = chessboard.settings
-    if not settings.talent_sync_enabled:
-        raise dg.Failure(description=f"{IMPORT_DISABLED}: feature flag chessboard.talent-sync.enabled is off")
+    disabled = talent_sync_disabled(settings)
+    if disabled is not None:
+        raise dg.Failure(description=disabled.line())
     sync = TalentSync(
         chessboard.engine,
         config.bootstrap_servers or settings.kafka_bootstrap_servers,
@@ -98,11 +104,12 @@ def talent_sync_sensor(
     context: dg.SensorEvaluationContext, chessboard: ChessboardResource
 ) -> dg.SensorResult | dg.SkipReason:
     settings = chessboard.settings
-    if not settings.talent_sync_enabled:
-        return dg.SkipReason("feature flag chessboard.talent-sync.enabled is off")
-    active = active_run(context.instance, JOB_NAME)
-    if active:
-        return dg.SkipReason(f"sync run {active.run_id} is {active.status.value}")
+    disabled = talent_sync_disabled(settings)
+    if disabled is not None:
+        return dg.SkipReason(str(disabled))
+    busy = skip_while_active(context, JOB_NAME, "sync run")
+    if busy:
+        return busy
     if sync_running(chessboard.engine):
         return dg.SkipReason("a talent-sync consumer runs outside Dagster (pin-chessboard talent-sync)")
     try:
@@ -111,11 +118,7 @@ def talent_sync_sensor(
         return dg.SkipReason(f"the Talent topics cannot be read: {type(error).__name__}: {error}")
     if lag == 0:
         return dg.SkipReason("the consumer group is caught up")
-    run_key = f"talent-sync:{int(time.time() * 1000)}"
-    return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_key=run_key, tags={SINGLETON_TAG: SINGLETON_VALUE})],
-        cursor=json.dumps({"lastRunKey": run_key, "lag": lag}),
-    )
+    return singleton_run_request("talent-sync", SINGLETON_VALUE, time.time(), {"lag": lag})
 
 
 def definitions() -> dg.Definitions:

@@ -1,0 +1,76 @@
+"""The import's checks (docs/talent-initial-import.md#metrics-logs-and-alerts): no quarantined
+item per stage, and no Running import without progress (import_not_stuck on property_objects)."""
+
+import dagster as dg
+
+from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.defs.talent_import.config import (
+    PROPERTY_OBJECTS_KEY,
+    QUARANTINE_CHECK,
+    STUCK_CHECK,
+    STUCK_SECONDS,
+)
+from pin_chessboard_pipelines.talent.topics import TalentStage
+from pin_chessboard_pipelines.talent_import import runs
+from pin_chessboard_pipelines.talent_import.runner import ImportSession, StageReport
+
+
+def quarantine_check(session: ImportSession, stage: TalentStage, report: StageReport) -> dg.AssetCheckResult:
+    """The alert chessboard_import_failed_items_total > 0, per stage of this import run."""
+    with session.engine.connect() as conn:
+        by_code = [r for r in runs.failed_items_of_run(conn, session.run_id) if r["stage"] == stage.name]
+    return dg.AssetCheckResult(
+        check_name=QUARANTINE_CHECK,
+        passed=report.counters.failed == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "failed": dg.MetadataValue.int(report.counters.failed),
+            "by_error_code": dg.MetadataValue.json({r["error_code"]: r["items"] for r in by_code}),
+            "import_run_id": dg.MetadataValue.text(str(session.run_id)),
+        },
+        description="quarantined items of this stage in talent_import_failed_items (runbook: fix in Talent, replay)",
+    )
+
+
+def stuck_evaluation(
+    chessboard: ChessboardResource, stuck_seconds: float = STUCK_SECONDS
+) -> tuple[dg.AssetCheckEvaluation, list[str]]:
+    """The import_not_stuck evaluation and the ids of the stuck import runs."""
+    with chessboard.engine.connect() as conn:
+        stuck = runs.stuck_runs(conn, stuck_seconds)
+    ids = [str(r["id"]) for r in stuck]
+    evaluation = dg.AssetCheckEvaluation(
+        asset_key=PROPERTY_OBJECTS_KEY,
+        check_name=STUCK_CHECK,
+        passed=not stuck,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "stuck_runs": dg.MetadataValue.int(len(stuck)),
+            "runs": dg.MetadataValue.json(
+                [
+                    {
+                        "runId": str(r["id"]),
+                        "correlationId": r["correlation_id"],
+                        "lastProgressAt": r["last_progress_at"].isoformat(),
+                    }
+                    for r in stuck
+                ]
+            ),
+        },
+        description=f"a Running import without a page Done for {stuck_seconds:g} s"
+        " (runbook: check the advisory lock holder and page leases, then resume)",
+    )
+    return evaluation, ids
+
+
+@dg.asset_check(
+    asset=PROPERTY_OBJECTS_KEY, name=STUCK_CHECK, description="no Running import without progress for 10 min"
+)
+def import_not_stuck(chessboard: ChessboardResource) -> dg.AssetCheckResult:
+    evaluation, _ = stuck_evaluation(chessboard)
+    return dg.AssetCheckResult(
+        passed=evaluation.passed,
+        severity=evaluation.severity,
+        metadata=evaluation.metadata,
+        description=evaluation.description,
+    )

@@ -1,0 +1,112 @@
+"""The import's values shared by the run manager (runner.py), the stage runner and the page workers:
+options, the stage report, the stage failure, and what a stage needs of its import run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from uuid import UUID
+
+from sqlalchemy.engine import Connection, Engine
+
+from pin_chessboard_pipelines.errors import EXIT_FAILED, ChessboardError
+from pin_chessboard_pipelines.events.payloads import Handbook
+from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult, DryRunState
+from pin_chessboard_pipelines.settings import Settings
+from pin_chessboard_pipelines.talent_import import runs
+from pin_chessboard_pipelines.talent_import.request import TalentInitialImportRequest
+from pin_chessboard_pipelines.talent_import.result import StageCounters
+from pin_chessboard_pipelines.talent_import.sources import ImportSource
+
+ApplyFn = Callable[[Connection, str, Sequence[dict[str, Any]], ApplyContext], ApplyResult]
+
+
+class StageFailed(ChessboardError):
+    """A stage gave up after bounded retries: the run is Failed and can be resumed."""
+
+    exit_code = EXIT_FAILED
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    lease_seconds: float = 600  # page lease: 10 min (docs/talent-initial-import.md#pages-and-leases)
+    lock_timeout_seconds: float = (
+        300  # lock acquire timeout: 5 min (docs/talent-initial-import.md#advisory-lock)
+    )
+    debounce_seconds: float = 30  # recalc debounce (docs/project-aggregates-recalc.md#queue-and-debounce)
+    cap_seconds: float = 300  # recalc starvation cap (same)
+    page_attempts: int = 3  # failed attempts of one page before the stage fails
+    retry_seconds: float = 1.0  # lease of a failed attempt: the page is re-claimed after it
+    idle_poll_seconds: float = 0.05  # a worker without a page looks again after this
+    cache_pages: int = 0  # pages the walker hands over in memory; 0 = 2 per worker + 2
+
+    @staticmethod
+    def from_settings(settings: Settings, **overrides: Any) -> ImportOptions:
+        values: dict[str, Any] = {
+            "lease_seconds": settings.import_lease_seconds,
+            "lock_timeout_seconds": settings.import_lock_timeout_seconds,
+            "debounce_seconds": settings.recalc_debounce_seconds,
+            "cap_seconds": settings.recalc_cap_seconds,
+        }
+        values.update(overrides)
+        return ImportOptions(**values)
+
+
+@dataclass
+class StageReport:
+    stage: str
+    counters: StageCounters
+    pages: int
+    pages_processed: int  # by this process in this call
+    duration_seconds: float
+    cancelled: bool = False
+    page_durations_ms: list[float] = field(default_factory=list)
+
+    @property
+    def items_per_second(self) -> float:
+        processed = self.counters.applied + self.counters.skipped + self.counters.failed
+        return processed / self.duration_seconds if self.duration_seconds > 0 else 0.0
+
+
+class ImportRun(Protocol):
+    """What the stage runner and the page workers use of the import run (runner.ImportSession)."""
+
+    engine: Engine
+    request: TalentInitialImportRequest
+    source: ImportSource
+    options: ImportOptions
+    dry_run_state: DryRunState | None
+    apply_items: ApplyFn
+
+    @property
+    def run_row(self) -> runs.Row: ...
+
+    @property
+    def run_id(self) -> UUID: ...
+
+    @property
+    def correlation_id(self) -> str: ...
+
+    @property
+    def loaded_handbook(self) -> Handbook: ...
+
+    @property
+    def page_size(self) -> int: ...
+
+    @property
+    def scope_keys(self) -> list[str]: ...
+
+    @property
+    def walker(self) -> bool: ...
+
+    def log_fields(self, stage: str | None = None, page_no: int | None = None) -> str: ...
+
+    def should_stop(self) -> bool: ...
+
+    def request_stop(self) -> None: ...
+
+
+def describe(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:1024]

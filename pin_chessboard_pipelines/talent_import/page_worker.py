@@ -1,0 +1,193 @@
+"""The page workers of one stage (docs/talent-initial-import.md#pages-and-leases): claim a page
+(FOR UPDATE SKIP LOCKED, under a lease), read it (from the walker's cache, else by cursor from the
+source, outside the transaction), then apply it and mark it Done in ONE transaction.
+
+`StageWork` is what the walker and the workers of one stage in this process share: the stop flag,
+the first error, the page cache, the apply context and the figures of the stage report.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from pin_chessboard_pipelines.observability.metrics import IMPORT_ITEMS, IMPORT_PAGE_DURATION, IMPORT_PAGES
+from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
+from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
+from pin_chessboard_pipelines.talent.topics import TalentStage
+from pin_chessboard_pipelines.talent_import import runs
+from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed, describe
+from pin_chessboard_pipelines.talent_import.page_cache import PageCache
+from pin_chessboard_pipelines.talent_import.request import Scope
+
+log = logging.getLogger("pin_chessboard_pipelines.talent_import")
+
+
+def aggregate_label(stage: TalentStage) -> str:
+    """The aggregate label of chessboard_import_items_total: Developer .. PropertyObject."""
+    return stage.entity[:1].upper() + stage.entity[1:]
+
+
+class StageWork:
+    """The walker and the workers of one stage in this process, and what they share."""
+
+    def __init__(self, session: ImportRun, stage: TalentStage) -> None:
+        self.session = session
+        self.stage = stage
+        self.options = session.options
+        self.cache = PageCache(self.options.cache_pages or 2 * session.request.workers + 2)
+        self.walk_done = threading.Event()
+        self.wakeup = threading.Condition()
+        self.error: BaseException | None = None
+        self.pages_processed = 0
+        self.page_durations_ms: list[float] = []
+        self._lock = threading.Lock()
+        self.context = ApplyContext(
+            correlation_id=session.correlation_id,
+            handbook=session.loaded_handbook,
+            debounce_seconds=self.options.debounce_seconds,
+            cap_seconds=self.options.cap_seconds,
+            run_id=session.run_id,
+            stage=stage.name,
+            dry_run=bool(session.run_row["dry_run"]),
+            dry_run_state=session.dry_run_state,
+        )
+
+    def stopping(self) -> bool:
+        return self.error is not None or self.session.should_stop()
+
+    def fail(self, error: BaseException) -> None:
+        with self._lock:
+            if self.error is None:
+                self.error = (
+                    error
+                    if isinstance(error, StageFailed)
+                    else StageFailed(f"stage {self.stage.name} failed: {describe(error)}")
+                )
+        self.notify()
+
+    def notify(self) -> None:
+        with self.wakeup:
+            self.wakeup.notify_all()
+
+    def wait_for_work(self) -> None:
+        with self.wakeup:
+            self.wakeup.wait(self.options.idle_poll_seconds)
+
+    def sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.stopping() and time.monotonic() < deadline:
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def processed(self, elapsed_ms: float) -> None:
+        with self._lock:
+            self.pages_processed += 1
+            self.page_durations_ms.append(elapsed_ms)
+
+
+class PageWorker:
+    """One worker thread of a stage: claims and processes pages until the stage's barrier."""
+
+    def __init__(self, work: StageWork) -> None:
+        self.work = work
+        self.session = work.session
+        self.stage = work.stage
+        self.options = work.options
+
+    def run(self) -> None:
+        work, session = self.work, self.session
+        try:
+            while not work.stopping():
+                with session.engine.begin() as conn:
+                    page = runs.claim_page(conn, session.run_id, self.stage.name, self.options.lease_seconds)
+                if page is None:
+                    if work.walk_done.is_set() and self._barrier_reached():
+                        return
+                    work.wait_for_work()
+                    continue
+                self._process(page)
+        except BaseException as e:
+            work.fail(e)
+
+    def _barrier_reached(self) -> bool:
+        with self.session.engine.connect() as conn:
+            state = runs.stage_state(conn, self.session.run_id, self.stage.name)
+        if state.failed:
+            self.work.fail(StageFailed(f"stage {self.stage.name}: {state.failed} page(s) Failed"))
+        return state.complete(self.session.scope_keys)
+
+    def _process(self, page: runs.ClaimedPage) -> None:
+        session, stage = self.session, self.stage
+        started = time.perf_counter()
+        log.debug(
+            "page-claimed %s scope=%s", session.log_fields(stage.name, page.page_no), page.scope or "all"
+        )
+        try:
+            items = self.work.cache.take(page.id)
+            if items is None:  # read outside the page transaction
+                items = session.source.fetch_page(
+                    stage, page.cursor, Scope.from_key(page.scope), page_size=session.page_size
+                )
+            with session.engine.begin() as conn:
+                if not runs.hold_claimed_page(conn, page):
+                    log.warning(
+                        "page-lost %s: the claim was taken over", session.log_fields(stage.name, page.page_no)
+                    )
+                    return
+                result = session.apply_items(conn, stage.entity, items, self.work.context)
+                runs.complete_page(conn, page, len(items), result)
+        except TalentCancelled:
+            with session.engine.begin() as conn:
+                runs.release_page(conn, page)
+            return
+        except Exception as e:
+            self._record_failure(page, e, permanent=isinstance(e, TalentPermanentError))
+            return
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        self._account(page, result, len(items), elapsed_ms)
+
+    def _record_failure(self, page: runs.ClaimedPage, error: Exception, permanent: bool) -> None:
+        session, stage = self.session, self.stage
+        IMPORT_PAGES.labels(stage.name, "Failed").inc()
+        with session.engine.begin() as conn:
+            attempts = runs.record_page_failure(
+                conn, page, describe(error), self.options.retry_seconds, permanent=permanent
+            )
+        log.warning(
+            "page-failed %s scope=%s attempts=%s permanent=%s error=%r",
+            session.log_fields(stage.name, page.page_no),
+            page.scope or "all",
+            attempts,
+            permanent,
+            describe(error),
+        )
+        if permanent or (attempts or 0) >= self.options.page_attempts:
+            self.work.fail(
+                StageFailed(
+                    f"stage {stage.name}: page {page.page_no} failed {attempts} time(s): {describe(error)}"
+                )
+            )
+
+    def _account(self, page: runs.ClaimedPage, result: ApplyResult, planned: int, elapsed_ms: float) -> None:
+        session, stage = self.session, self.stage
+        aggregate = aggregate_label(stage)
+        IMPORT_PAGES.labels(stage.name, "Done").inc()
+        IMPORT_PAGE_DURATION.observe(elapsed_ms)
+        for name in ("applied", "skipped", "failed"):
+            count = getattr(result, name)
+            if count:
+                IMPORT_ITEMS.labels(aggregate, name).inc(count)
+        # quarantined items and unknown enum values are logged and counted by the apply path
+        log.info(
+            "page-applied %s scope=%s items=%d items_applied=%d items_skipped=%d items_failed=%d events=%d ms=%.0f",
+            session.log_fields(stage.name, page.page_no),
+            page.scope or "all",
+            planned,
+            result.applied,
+            result.skipped,
+            result.failed,
+            result.events,
+            elapsed_ms,
+        )
+        self.work.processed(elapsed_ms)

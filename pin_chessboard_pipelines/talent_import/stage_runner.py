@@ -1,0 +1,189 @@
+"""One stage of the import in this process (docs/talent-initial-import.md#stages-and-barriers): a
+walker records the pages of the source listing (Pending) while the page workers claim and apply
+them; the stage ends at its barrier, when every walk ended and every page is Done.
+
+The walker hands the items it read to the workers of this process through the page cache, so a
+page is read once; a page processed elsewhere (another process, a re-claim) is fetched again by
+its cursor.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGES, IMPORT_THROUGHPUT
+from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
+from pin_chessboard_pipelines.talent.topics import TalentStage
+from pin_chessboard_pipelines.talent_import import runs
+from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed, StageReport, describe
+from pin_chessboard_pipelines.talent_import.page_worker import PageWorker, StageWork
+from pin_chessboard_pipelines.talent_import.request import Scope
+
+log = logging.getLogger("pin_chessboard_pipelines.talent_import")
+
+
+def stage_complete(session: ImportRun, stage: TalentStage) -> bool:
+    with session.engine.connect() as conn:
+        return runs.stage_state(conn, session.run_id, stage.name).complete(session.scope_keys)
+
+
+def run_stage(session: ImportRun, stage: TalentStage) -> StageReport:
+    """Plans and processes one stage until its barrier: every walk ended, every page Done."""
+    started = time.monotonic()
+    work = StageWork(session, stage)
+    threads = [
+        threading.Thread(target=PageWorker(work).run, name=f"import-{stage.name}-{i}", daemon=True)
+        for i in range(session.request.workers)
+    ]
+    if session.walker and not stage_complete(session, stage):
+        threads.insert(
+            0, threading.Thread(target=StageWalker(work).run, name=f"import-{stage.name}-walk", daemon=True)
+        )
+    else:
+        work.walk_done.set()
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)  # short joins: an interrupt reaches this (main) thread promptly
+    except BaseException:
+        session.request_stop()
+        for thread in threads:
+            thread.join()  # the current pages finish or roll back
+        raise
+    if work.error is not None:
+        raise work.error
+    with session.engine.begin() as conn:
+        counters = runs.sum_stage_counters(conn, session.run_id)[stage.name]
+        state = runs.stage_state(conn, session.run_id, stage.name)
+    complete = state.complete(session.scope_keys)
+    report = StageReport(
+        stage=stage.name,
+        counters=counters,
+        pages=state.pages,
+        pages_processed=work.pages_processed,
+        duration_seconds=time.monotonic() - started,
+        cancelled=not complete,
+        page_durations_ms=work.page_durations_ms,
+    )
+    if complete:
+        IMPORT_THROUGHPUT.set(report.items_per_second)
+        log.info(
+            "stage-completed %s pages=%d planned=%d applied=%d skipped=%d failed=%d "
+            "duration_s=%.2f items_per_s=%.0f",
+            session.log_fields(stage.name),
+            report.pages,
+            counters.planned,
+            counters.applied,
+            counters.skipped,
+            counters.failed,
+            report.duration_seconds,
+            report.items_per_second,
+        )
+    else:
+        log.warning(
+            "stage-cancelled %s pages=%d done=%d", session.log_fields(stage.name), state.pages, state.done
+        )
+    return report
+
+
+class StageWalker:
+    """Records the pages of every scope's listing (Pending), going on from the last recorded one."""
+
+    def __init__(self, work: StageWork) -> None:
+        self.work = work
+        self.session = work.session
+        self.stage = work.stage
+        self.options = work.options
+
+    def run(self) -> None:
+        work, session, stage = self.work, self.session, self.stage
+        try:
+            for scope_key in session.scope_keys:
+                if not self._walk_scope(scope_key):
+                    return
+            with session.engine.connect() as conn:
+                planned = runs.stage_state(conn, session.run_id, stage.name)
+            log.info("stage-planned %s pages=%d", session.log_fields(stage.name), planned.pages)
+        except BaseException as e:
+            work.fail(e)
+        finally:
+            work.walk_done.set()
+            work.notify()
+
+    def _walk_scope(self, scope_key: str) -> bool:
+        """False when the walk stopped early (cancelled or failed)."""
+        work, session, stage = self.work, self.session, self.stage
+        failures = 0
+        while not work.stopping():
+            with session.engine.connect() as conn:
+                last = runs.last_planned_page(conn, session.run_id, stage.name, scope_key)
+            if last is not None and last["is_last"]:
+                return True
+            page_no = 0 if last is None else last["page_no"] + 1
+            start = None if last is None else last["next_cursor"]
+            walked = 0
+            try:
+                for planned in session.source.plan_pages(
+                    stage, Scope.from_key(scope_key), page_size=session.page_size, start=start
+                ):
+                    items = planned.items
+                    with session.engine.begin() as conn:
+                        page_id = runs.insert_page(
+                            conn,
+                            session.run_id,
+                            stage.name,
+                            scope_key,
+                            page_no,
+                            planned.cursor,
+                            planned.next_cursor,
+                            len(items) if items is not None else 0,
+                        )
+                    if page_id is not None:
+                        IMPORT_PAGES.labels(stage.name, "Planned").inc()
+                        if items is not None:
+                            work.cache.put(page_id, items, work.stopping, self._claimed_elsewhere)
+                        work.notify()
+                    page_no += 1
+                    walked += 1
+                    failures = 0
+                    if work.stopping():
+                        return False
+                if walked == 0:  # a source that yields nothing still ends its walk with an empty page
+                    with session.engine.begin() as conn:
+                        page_id = runs.insert_page(
+                            conn, session.run_id, stage.name, scope_key, page_no, start, None, 0
+                        )
+                    if page_id is not None:
+                        work.cache.put(page_id, [], work.stopping, self._claimed_elsewhere)
+                        work.notify()
+                return True
+            except TalentCancelled:
+                return False
+            except TalentPermanentError as e:
+                raise StageFailed(f"stage {stage.name}: planning failed: {e}") from None
+            except Exception as e:
+                failures += 1
+                IMPORT_PAGES.labels(stage.name, "Failed").inc()
+                log.warning(
+                    "page-failed %s scope=%s planning attempt=%d error=%r",
+                    session.log_fields(stage.name, page_no),
+                    scope_key or "all",
+                    failures,
+                    describe(e),
+                )
+                if failures >= self.options.page_attempts:
+                    raise StageFailed(
+                        f"stage {stage.name}: planning page {page_no} failed {failures} times: {describe(e)}"
+                    ) from None
+                work.sleep(self.options.retry_seconds)
+        return False
+
+    def _claimed_elsewhere(self, page_ids: list[int]) -> set[int]:
+        """Cached pages that are no longer Pending: another process claimed them (ours take the
+        items out of the cache when they claim)."""
+        with self.session.engine.connect() as conn:
+            return runs.claimed_pages(conn, page_ids)
