@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import uuid
@@ -11,11 +10,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg2
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
 
 from pin_chessboard_pipelines.events.payloads import CONTRACT_VERSION, EVENT_TYPES, topic_of
+from pin_chessboard_pipelines.store.cursor import copy_in
+from pin_chessboard_pipelines.store.queries import cursor_queries
 
 # The contract headers, in contract order (chessboard-store.md, "Events").
 HEADER_NAMES = (
@@ -109,7 +108,6 @@ def write_outbox_batch(
 
 
 _TOPICS = {event_type: topic_of(event_type) for event_type in EVENT_TYPES}
-_COPY_OUTBOX = "COPY chessboard.outbox_messages (message_id, topic, message_key, payload, headers, occurred_at) FROM STDIN"
 
 
 def _line(message_id: str, topic: str, key: str, payload: str, headers: str, occurred_at: str) -> str:
@@ -120,17 +118,7 @@ def _line(message_id: str, topic: str, key: str, payload: str, headers: str, occ
 def _copy(conn: Connection, lines: list[str]) -> int:
     """One COPY of outbox rows (about twice as fast as a multi-row INSERT for page-sized batches,
     benchmarks/apply_bench.py) on the caller's connection and transaction."""
-    if not lines:
-        return 0
-    if not conn.in_transaction():
-        conn.begin()
-    driver = conn.connection.driver_connection
-    with driver.cursor() as cur:  # type: ignore[union-attr]
-        try:
-            cur.copy_expert(_COPY_OUTBOX, io.StringIO("".join(lines)))
-        except psycopg2.Error as exc:
-            raise DBAPIError.instance(_COPY_OUTBOX, None, exc, psycopg2.Error) from exc
-    return len(lines)
+    return copy_in(conn, cursor_queries("outbox")["outbox_copy_in"], lines)
 
 
 def _copy_text(json_text: str) -> str:

@@ -42,7 +42,10 @@ from sqlalchemy.engine import Connection, Engine
 from pin_chessboard_pipelines.events.outbox import HEADER_NAMES, payload_bytes
 from pin_chessboard_pipelines.events.topics_admin import ensure_topics
 from pin_chessboard_pipelines.observability.metrics import OUTBOX_PUBLISH_ERRORS, OUTBOX_PUBLISHED
+from pin_chessboard_pipelines.store.lock import AdvisoryLock
 from pin_chessboard_pipelines.store.queries import queries
+
+RELAY_LOCK = AdvisoryLock("Pin:lock:job:chessboard-outbox-relay")
 
 log = logging.getLogger(__name__)
 
@@ -200,15 +203,19 @@ class OutboxRelay:
         result = RelayResult()
         with self.engine.connect() as raw_conn:
             conn = raw_conn.execution_options(isolation_level="AUTOCOMMIT")
-            if not self._acquire_lock(conn, wait_for_lock or until_empty, deadline, stop):
-                result.lock_busy = True
-                result.seconds = time.monotonic() - started
-                return result
-            try:
+            wait = wait_for_lock or until_empty
+            timeout = (None if deadline is None else max(0.0, deadline - time.monotonic())) if wait else 0
+
+            def reset() -> None:
+                conn.execute(self._queries["outbox_relay_session_reset"])
+
+            with RELAY_LOCK.held(conn, timeout, should_stop=stop, before_release=reset) as taken:
+                if not taken:
+                    result.lock_busy = True
+                    result.seconds = time.monotonic() - started
+                    return result
                 conn.execute(self._queries["outbox_relay_session"])
                 self._relay_locked(conn, result, until_empty, max_batches, deadline, stop)
-            finally:
-                self._release_lock(raw_conn, conn)
         result.seconds = time.monotonic() - started
         return result
 
@@ -408,27 +415,6 @@ class OutboxRelay:
                 producer.flush(0)
             except KafkaException:
                 pass
-
-    # -- the single-active-relay lock ---------------------------------------------------------
-
-    def _acquire_lock(
-        self, conn: Connection, wait: bool, deadline: float | None, stop: Callable[[], bool]
-    ) -> bool:
-        pause = 0.05
-        while True:
-            if conn.execute(self._queries["outbox_relay_try_lock"]).scalar_one():
-                return True
-            if not wait or stop() or (deadline is not None and time.monotonic() + pause >= deadline):
-                return False
-            _sleep_unless(pause, stop)
-            pause = min(pause * 2, 1.0)
-
-    def _release_lock(self, raw_conn: Connection, conn: Connection) -> None:
-        try:
-            conn.execute(self._queries["outbox_relay_session_reset"])
-            conn.execute(self._queries["outbox_relay_unlock"])
-        except Exception:  # the session is gone, and the lock with it; never reuse the connection
-            raw_conn.invalidate()
 
 
 def relay_pending(

@@ -6,13 +6,14 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import text
+from alembic.runtime.migration import MigrationContext
 
 from pin_chessboard_pipelines.store.engine import get_engine
+from pin_chessboard_pipelines.store.lock import AdvisoryLock
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 # Serialises concurrent `db upgrade`s (several pods, CLI beside a run).
-_MIGRATION_LOCK_KEY = 0x43484553_53424F41  # "CHESSBOA"
+MIGRATION_LOCK = AdvisoryLock("Pin:lock:job:chessboard-db-upgrade")
 
 
 def alembic_config() -> Config:
@@ -24,15 +25,13 @@ def alembic_config() -> Config:
 def upgrade(url: str, revision: str = "head") -> None:
     engine = get_engine(url)
     with engine.begin() as conn:
-        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_KEY})
+        MIGRATION_LOCK.lock_transaction(conn)
         config = alembic_config()
         config.attributes["connection"] = conn
         command.upgrade(config, revision)
 
 
 def current_revision(url: str) -> str | None:
-    from alembic.runtime.migration import MigrationContext
-
     with get_engine(url).connect() as conn:
         context = MigrationContext.configure(conn, opts={"version_table_schema": "chessboard"})
         return context.get_current_revision()

@@ -20,8 +20,7 @@ from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
-from pin_chessboard_pipelines.store.queries import queries
-from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, TOPICS
+from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, TALENT_SYNC_LOCK, TOPICS
 
 Item = dict[str, Any]
 TOMBSTONE = "__tombstone__"
@@ -93,11 +92,10 @@ def group_lag(bootstrap_servers: str, group_id: str = CONSUMER_GROUP, timeout: f
 
 def sync_running(engine: Engine) -> bool:
     """Whether a talent-sync consumer holds its lock now."""
-    named = queries("talent_sync")
     with engine.connect() as conn:
-        if not conn.execute(named["talent_sync_try_lock"]).scalar_one():
+        if not TALENT_SYNC_LOCK.try_acquire(conn):
             return True
-        conn.execute(named["talent_sync_unlock"])
+        TALENT_SYNC_LOCK.release(conn)
         conn.commit()
     return False
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pin_chessboard_pipelines import entities
+from pin_chessboard_pipelines.store.lock import AdvisoryLock
 
 CONSUMER_GROUP = "pin-chessboard-talent-sync"
+TALENT_SYNC_LOCK = AdvisoryLock("Pin:lock:job:chessboard-talent-sync")  # one consumer at a time
 
 
 @dataclass(frozen=True)

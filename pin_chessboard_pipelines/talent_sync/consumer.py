@@ -39,9 +39,8 @@ from pin_chessboard_pipelines.observability.metrics import TALENT_SYNC_LAG, TALE
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
-from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.talent.topic_reader import check_topics, decode_message, is_tombstone
-from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, STAGES
+from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, STAGES, TALENT_SYNC_LOCK
 
 log = logging.getLogger(__name__)
 
@@ -152,17 +151,12 @@ class TalentSync:
         started = time.monotonic()
         with self.engine.connect() as raw_lock_conn:
             lock_conn = raw_lock_conn.execution_options(isolation_level="AUTOCOMMIT")
-            if not lock_conn.execute(queries("talent_sync")["talent_sync_try_lock"]).scalar_one():
-                raise Refused("another talent-sync consumer is running", SYNC_LOCK_HELD)
-            try:
+            with TALENT_SYNC_LOCK.held(lock_conn) as taken:
+                if not taken:
+                    raise Refused("another talent-sync consumer is running", SYNC_LOCK_HELD)
                 result = self._run_locked(
                     until_idle, idle_seconds, max_seconds, should_stop or (lambda: False)
                 )
-            finally:
-                try:
-                    lock_conn.execute(queries("talent_sync")["talent_sync_unlock"])
-                except Exception:  # the session is gone, and the lock with it
-                    raw_lock_conn.invalidate()
         result.seconds = time.monotonic() - started
         log.info("talent-sync %s", result.as_dict())
         return result

@@ -19,7 +19,7 @@ from pin_chessboard_pipelines.store.engine import sqlalchemy_url, with_database
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
-from pin_chessboard_pipelines.talent_import.lock import AdvisoryLock
+from pin_chessboard_pipelines.talent_import.lock import ImportLock
 from tests.integration.talent_kafka import own_broker
 
 SPEC = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=15)
@@ -125,7 +125,7 @@ def test_a_topic_replay_imports_the_compacted_topics(cli_env, engine):
 
 def test_a_held_lock_is_refused(cli_env, talent_sim, db_url):
     sim = talent_sim(SPEC)
-    with AdvisoryLock(db_url) as other:
+    with ImportLock(db_url) as other:
         other.acquire(timeout=0)
         done = _run({**cli_env, "TALENT_API_URL": sim.url, "CHESSBOARD_IMPORT_LOCK_TIMEOUT_SECONDS": "0.5"})
     assert done.returncode == 2, done.stderr

@@ -23,6 +23,7 @@ from pin_chessboard_pipelines.events.payloads import (
     topic_of,
 )
 from pin_chessboard_pipelines.events.relay import (
+    RELAY_LOCK,
     OutboxRelay,
     pending_summary,
     purge_published,
@@ -262,12 +263,12 @@ def test_a_second_relay_does_not_publish_while_the_lock_is_held(engine, kafka_bo
     with engine.begin() as conn:
         write_outbox(conn, [OutboxEvent(DEVELOPER_UPSERTED, key, {"id": key, "version": 1})])
     with engine.connect() as holder:
-        assert holder.execute(queries("outbox")["outbox_relay_try_lock"]).scalar_one()
+        assert RELAY_LOCK.try_acquire(holder)
         holder.commit()
         busy = relay_pending(engine, kafka_bootstrap)
         assert busy.lock_busy and busy.published == 0
         assert outbox_rows(engine)[0]["published_at"] is None
-        holder.execute(queries("outbox")["outbox_relay_unlock"])
+        RELAY_LOCK.release(holder)
         holder.commit()
     assert relay_pending(engine, kafka_bootstrap).published == 1
 

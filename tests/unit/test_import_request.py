@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pytest
 
 from pin_chessboard_pipelines.errors import IMPORT_INVALID_REQUEST, Refused
-from pin_chessboard_pipelines.talent_import.lock import LOCK_NAME, lock_key
 from pin_chessboard_pipelines.talent_import.request import (
     ALL,
     ImportMode,
@@ -104,11 +102,3 @@ def test_the_result_json_is_the_contracts():
     assert data["stages"]["Developers"] == StageCounters().to_dict()
     assert data["durationSeconds"] == 12.346
     assert result.totals == StageCounters(planned=3, applied=2, skipped=1)
-
-
-def test_the_lock_key_is_the_first_8_bytes_of_the_sha256_of_the_lock_name():
-    assert LOCK_NAME == "Pin:lock:job:chessboard-talent-initial-import"
-    digest = hashlib.sha256(LOCK_NAME.encode()).digest()
-    assert lock_key() == int.from_bytes(digest[:8], "big", signed=True)
-    assert -(2**63) <= lock_key() < 2**63
-    assert lock_key("other") != lock_key()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import text
 
+from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.store.tables import SCHEMA, metadata
 
 config = context.config
@@ -18,7 +18,7 @@ def include_name(name, type_, parent_names):
 
 def run_migrations_online() -> None:
     connection = config.attributes["connection"]
-    connection.execute(text(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}"))
+    connection.execute(queries("migrations")["create_schema"])
     context.configure(
         connection=connection,
         target_metadata=metadata,

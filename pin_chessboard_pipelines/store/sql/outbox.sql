@@ -2,12 +2,9 @@
 -- Read by events/relay.py and the relay sensor. The exporter's gauges chessboard_outbox_backlog and
 -- chessboard_outbox_lag_seconds are store/sql/metrics.sql: outbox_backlog, outbox_lag_seconds.
 
--- name: outbox_relay_try_lock
--- Single active relay: a session-level advisory lock, released on unlock or when the session dies.
-SELECT pg_try_advisory_lock(hashtextextended('Pin:lock:job:chessboard-outbox-relay', 0)) AS locked
-
--- name: outbox_relay_unlock
-SELECT pg_advisory_unlock(hashtextextended('Pin:lock:job:chessboard-outbox-relay', 0)) AS unlocked
+-- name: outbox_copy_in
+-- The writer side (events/outbox.py): one COPY of text-format rows in the caller's transaction.
+COPY chessboard.outbox_messages (message_id, topic, message_key, payload, headers, occurred_at) FROM STDIN
 
 -- name: outbox_pending_batch
 -- Pending rows in commit (id) order after :after, up to :upto. The payload comes as JSON text and the

@@ -1,21 +1,21 @@
 -- The replica apply path (replica/apply.py): one statement per step and batch, never one per row.
--- psycopg2 parameter style (%(name)s), run through raw_queries("replica") on the caller's
--- transaction. Arrays arrive one per column (`unnest ... WITH ORDINALITY`, rows kept in batch order:
--- the live-number index is checked row by row, so the order of a batch is the order of application).
--- `{table}` in the generic queries is a replica table name from replica/apply.py, never user input.
+-- Run through cursor_queries("replica") on a raw cursor in the caller's transaction
+-- (store/cursor.py). Arrays arrive one per column (`unnest ... WITH ORDINALITY`, rows kept in batch
+-- order: the live-number index is checked row by row, so the order of a batch is the order of application).
+-- `{table}` in the generic queries is a replica table name from entities.py, never user input.
 
 -- name: existing_rows
 -- Current rows of a batch's Talent ids (version guard, old price/status, live numbers); {columns}
--- are the ones the apply path reads (replica/apply.py `_Entity.existing_columns`).
+-- are the ones the apply path reads (replica/entities.py `existing_columns`).
 SELECT {columns}
 FROM chessboard.{table}
-WHERE external_talent_id = ANY(%(ids)s::uuid[])
+WHERE external_talent_id = ANY(:ids::uuid[])
 
 -- name: parent_rows
 -- Parents of a batch by PIN id: existence (soft-deleted counts), project and tenant of the child.
 SELECT *
 FROM chessboard.{table}
-WHERE id = ANY(%(ids)s::uuid[])
+WHERE id = ANY(:ids::uuid[])
 
 -- name: live_number_holders
 -- Live property objects holding one of the (building, number) pairs a batch wants. One index probe
@@ -23,7 +23,7 @@ WHERE id = ANY(%(ids)s::uuid[])
 -- join is planned as a full scan + sort while the table's statistics still describe the empty
 -- table of an import's start (144 ms instead of 0.8 ms per page at 500k rows).
 SELECT k.building_id, k.number, po.external_talent_id
-FROM unnest(%(building_ids)s::uuid[], %(numbers)s::text[]) AS k(building_id, number)
+FROM unnest(:building_ids::uuid[], :numbers::text[]) AS k(building_id, number)
 CROSS JOIN LATERAL (
     SELECT p.external_talent_id
     FROM chessboard.property_objects AS p
@@ -35,15 +35,15 @@ CROSS JOIN LATERAL (
 -- A tombstone soft-deletes an alive row; a missing or already deleted one is left alone.
 UPDATE chessboard.{table} AS t
 SET deleted_at = now(), version = t.version + 1, updated_at = now(), last_synced_at = now()
-WHERE t.external_talent_id = ANY(%(ids)s::uuid[]) AND t.deleted_at IS NULL
+WHERE t.external_talent_id = ANY(:ids::uuid[]) AND t.deleted_at IS NULL
 RETURNING t.*
 
 -- name: insert_failed_items
 INSERT INTO chessboard.talent_import_failed_items
     (run_id, stage, external_id, error_code, error_message, payload)
-SELECT %(run_id)s::uuid, %(stage)s, u.external_id, u.error_code, u.error_message, u.payload::jsonb
-FROM unnest(%(external_ids)s::text[], %(error_codes)s::text[], %(error_messages)s::text[],
-            %(payloads)s::text[]) WITH ORDINALITY AS u(external_id, error_code, error_message, payload, ord)
+SELECT :run_id::uuid, :stage, u.external_id, u.error_code, u.error_message, u.payload::jsonb
+FROM unnest(:external_ids::text[], :error_codes::text[], :error_messages::text[],
+            :payloads::text[]) WITH ORDINALITY AS u(external_id, error_code, error_message, payload, ord)
 ORDER BY u.ord
 
 -- Upserts: create from the snapshot (version 1, Draft for developer/project/building, counters 0,
@@ -57,8 +57,8 @@ INSERT INTO chessboard.developers AS t
      name, inn, status)
 SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
        u.name, u.inn, 'Draft'
-FROM unnest(%(id)s::uuid[], %(external_talent_id)s::uuid[], %(replica_version)s::bigint[],
-            %(deleted_at)s::timestamptz[], %(name)s::text[], %(inn)s::text[])
+FROM unnest(:id::uuid[], :external_talent_id::uuid[], :replica_version::bigint[],
+            :deleted_at::timestamptz[], :name::text[], :inn::text[])
      WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, name, inn, ord)
 ORDER BY u.ord
 ON CONFLICT (external_talent_id) DO UPDATE SET
@@ -81,11 +81,11 @@ INSERT INTO chessboard.projects AS t
 SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
        u.tenant_id, u.developer_id, 'Draft', u.name, u.type, u.class, u.construction_status,
        u.country_id, u.region_id, u.city_id, u.stars, u.currency_id, u.payback_years
-FROM unnest(%(id)s::uuid[], %(external_talent_id)s::uuid[], %(replica_version)s::bigint[],
-            %(deleted_at)s::timestamptz[], %(tenant_id)s::uuid[], %(developer_id)s::uuid[],
-            %(name)s::text[], %(type)s::text[], %(class)s::text[], %(construction_status)s::text[],
-            %(country_id)s::smallint[], %(region_id)s::bigint[], %(city_id)s::bigint[],
-            %(stars)s::smallint[], %(currency_id)s::smallint[], %(payback_years)s::numeric[])
+FROM unnest(:id::uuid[], :external_talent_id::uuid[], :replica_version::bigint[],
+            :deleted_at::timestamptz[], :tenant_id::uuid[], :developer_id::uuid[],
+            :name::text[], :type::text[], :class::text[], :construction_status::text[],
+            :country_id::smallint[], :region_id::bigint[], :city_id::bigint[],
+            :stars::smallint[], :currency_id::smallint[], :payback_years::numeric[])
      WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, tenant_id,
                           developer_id, name, type, class, construction_status, country_id,
                           region_id, city_id, stars, currency_id, payback_years, ord)
@@ -118,9 +118,9 @@ INSERT INTO chessboard.buildings AS t
      tenant_id, project_id, status, name, floors_count)
 SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
        u.tenant_id, u.project_id, 'Draft', u.name, u.floors_count
-FROM unnest(%(id)s::uuid[], %(external_talent_id)s::uuid[], %(replica_version)s::bigint[],
-            %(deleted_at)s::timestamptz[], %(tenant_id)s::uuid[], %(project_id)s::uuid[],
-            %(name)s::text[], %(floors_count)s::smallint[])
+FROM unnest(:id::uuid[], :external_talent_id::uuid[], :replica_version::bigint[],
+            :deleted_at::timestamptz[], :tenant_id::uuid[], :project_id::uuid[],
+            :name::text[], :floors_count::smallint[])
      WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, tenant_id,
                           project_id, name, floors_count, ord)
 ORDER BY u.ord
@@ -144,9 +144,9 @@ INSERT INTO chessboard.layout_groups AS t
      tenant_id, project_id, name, rooms)
 SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
        u.tenant_id, u.project_id, u.name, u.rooms
-FROM unnest(%(id)s::uuid[], %(external_talent_id)s::uuid[], %(replica_version)s::bigint[],
-            %(deleted_at)s::timestamptz[], %(tenant_id)s::uuid[], %(project_id)s::uuid[],
-            %(name)s::text[], %(rooms)s::smallint[])
+FROM unnest(:id::uuid[], :external_talent_id::uuid[], :replica_version::bigint[],
+            :deleted_at::timestamptz[], :tenant_id::uuid[], :project_id::uuid[],
+            :name::text[], :rooms::smallint[])
      WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, tenant_id,
                           project_id, name, rooms, ord)
 ORDER BY u.ord
@@ -170,10 +170,10 @@ INSERT INTO chessboard.layouts AS t
      tenant_id, project_id, layout_group_id, name, rooms, total_area)
 SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
        u.tenant_id, u.project_id, u.layout_group_id, u.name, u.rooms, u.total_area
-FROM unnest(%(id)s::uuid[], %(external_talent_id)s::uuid[], %(replica_version)s::bigint[],
-            %(deleted_at)s::timestamptz[], %(tenant_id)s::uuid[], %(project_id)s::uuid[],
-            %(layout_group_id)s::uuid[], %(name)s::text[], %(rooms)s::smallint[],
-            %(total_area)s::numeric[])
+FROM unnest(:id::uuid[], :external_talent_id::uuid[], :replica_version::bigint[],
+            :deleted_at::timestamptz[], :tenant_id::uuid[], :project_id::uuid[],
+            :layout_group_id::uuid[], :name::text[], :rooms::smallint[],
+            :total_area::numeric[])
      WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, tenant_id,
                           project_id, layout_group_id, name, rooms, total_area, ord)
 ORDER BY u.ord
@@ -202,11 +202,11 @@ INSERT INTO chessboard.property_objects AS t
 SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
        u.tenant_id, u.project_id, u.building_id, u.layout_id, u.number, u.floor, u.section,
        u.status, 'TalentSync', u.price, u.total_area
-FROM unnest(%(id)s::uuid[], %(external_talent_id)s::uuid[], %(replica_version)s::bigint[],
-            %(deleted_at)s::timestamptz[], %(tenant_id)s::uuid[], %(project_id)s::uuid[],
-            %(building_id)s::uuid[], %(layout_id)s::uuid[], %(number)s::text[],
-            %(floor)s::smallint[], %(section)s::smallint[], %(status)s::text[],
-            %(price)s::numeric[], %(total_area)s::numeric[])
+FROM unnest(:id::uuid[], :external_talent_id::uuid[], :replica_version::bigint[],
+            :deleted_at::timestamptz[], :tenant_id::uuid[], :project_id::uuid[],
+            :building_id::uuid[], :layout_id::uuid[], :number::text[],
+            :floor::smallint[], :section::smallint[], :status::text[],
+            :price::numeric[], :total_area::numeric[])
      WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, tenant_id,
                           project_id, building_id, layout_id, number, floor, section, status,
                           price, total_area, ord)

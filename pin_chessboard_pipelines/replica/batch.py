@@ -1,0 +1,100 @@
+"""Everything one apply call collects before its final writes, and its reports."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from pin_chessboard_pipelines.observability.logs import log_event
+from pin_chessboard_pipelines.observability.metrics import SYNC_UNKNOWN_ENUM, SYNC_UNRESOLVED_REFERENCE
+from pin_chessboard_pipelines.replica.columns import ReplicaEntity
+from pin_chessboard_pipelines.replica.context import ApplyContext, ApplyResult
+from pin_chessboard_pipelines.talent.snapshots import ERROR_MESSAGE_LIMIT, TalentRecord
+
+log = logging.getLogger("pin_chessboard_pipelines.replica.apply")
+
+
+class Event(NamedTuple):
+    event_type: str  # e.g. pin.chessboard.project-upserted
+    aggregate_id: str  # PIN id = Kafka key
+    payload: dict[str, Any]
+
+
+@dataclass
+class Quarantine:
+    position: int  # in the batch: quarantine rows are written in batch order
+    raw: Any
+    external_id: str | None
+    code: str
+    message: str
+
+
+@dataclass
+class Item:
+    position: int  # in the batch
+    record: TalentRecord
+    raw: Any
+    values: dict[str, Any] = field(default_factory=dict)  # upsert parameters
+    old: dict[str, Any] | None = None  # the current row, None = create
+
+    @property
+    def talent_id(self) -> str:
+        return self.values["external_talent_id"]
+
+
+@dataclass
+class Batch:
+    spec: ReplicaEntity
+    ctx: ApplyContext
+    stage: str
+    result: ApplyResult
+    quarantine: list[Quarantine] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    touched: dict[str, str] = field(default_factory=dict)  # project PIN id -> tenant id
+
+    def reject(self, position: int, raw: Any, external_id: str | None, code: str, message: str) -> None:
+        self.quarantine.append(Quarantine(position, raw, external_id, code, message[:ERROR_MESSAGE_LIMIT]))
+        self.result.failed += 1
+
+    def applied(self, record: TalentRecord, created: bool) -> None:
+        self.result.applied += 1
+        self.result.created += created
+        self.report(record)
+
+    def touch(self, project: tuple[str, str] | None) -> None:
+        if project is not None:
+            self.touched[project[0]] = project[1]
+
+    def report(self, record: TalentRecord) -> None:
+        """Unknown enum values and unresolved references of an applied item: warning + metric."""
+        ctx = self.ctx
+        for enum, value in record.unknown_enums:
+            self.result.unknown_enums.append((enum, value))
+            log_event(
+                log,
+                logging.WARNING,
+                "unknown-enum-value",
+                Enum=enum,
+                Value=value,
+                ExternalId=record.talent_id,
+                Stage=self.stage,
+                CorrelationId=ctx.correlation_id,
+                DryRun=ctx.dry_run,
+            )
+            if not ctx.dry_run:
+                SYNC_UNKNOWN_ENUM.labels(enum, value).inc()
+        for reference in record.unresolved_references:
+            self.result.unresolved_references.append(reference)
+            log_event(
+                log,
+                logging.WARNING,
+                "unresolved-reference",
+                Reference=reference,
+                ExternalId=record.talent_id,
+                Stage=self.stage,
+                CorrelationId=ctx.correlation_id,
+                DryRun=ctx.dry_run,
+            )
+            if not ctx.dry_run:
+                SYNC_UNRESOLVED_REFERENCE.labels(reference).inc()

@@ -1,0 +1,66 @@
+"""What an apply call is given and what it returns, and the DryRun's memory shared by a run."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import NamedTuple
+from uuid import UUID
+
+from pin_chessboard_pipelines.events.payloads import Handbook
+
+STREAMING_RUN_ID = UUID(int=0)  # run_id of quarantine rows written by the streaming sync
+
+
+class Seen(NamedTuple):
+    """What later lookups need of a row a DryRun 'stored' (a tuple: a DryRun of a million objects
+    keeps a million of these)."""
+
+    replica_version: int
+    version: int
+    deleted_at: datetime | None
+    project_id: str | None
+    tenant_id: str | None
+    building_id: str | None
+    number: str | None
+    status: str | None
+    status_source: str | None
+
+
+@dataclass
+class DryRunState:
+    """What a DryRun has 'applied' so far, so later stages see parents and duplicate numbers as a
+    real run would (operations.md, "Import result"). Shared by the workers of one run: an apply
+    holds `lock` from its first read to its last decision."""
+
+    seen: dict[str, dict[str, Seen]] = field(default_factory=dict)  # entity -> Talent id -> row facts
+    # (building PIN id, number) -> Talent id of the live object holding it; None = released.
+    numbers: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+
+@dataclass
+class ApplyContext:
+    correlation_id: str
+    handbook: Handbook
+    debounce_seconds: float
+    cap_seconds: float
+    run_id: UUID | None = None  # import run (quarantine rows carry it); None in the streaming sync
+    stage: str = ""  # Developers .. PropertyObjects
+    dry_run: bool = False
+    dry_run_state: DryRunState | None = None
+
+
+@dataclass
+class ApplyResult:
+    planned: int = 0  # items read from the source
+    applied: int = 0  # created or changed
+    skipped: int = 0  # no-op by the version guard
+    failed: int = 0  # quarantined
+    touched_projects: set[tuple[UUID, UUID]] = field(default_factory=set)  # (project PIN id, tenant id)
+    events: int = 0  # outbox rows written
+    unknown_enums: list[tuple[str, str]] = field(default_factory=list)  # (enum, value)
+    quarantined: list[tuple[str | None, str]] = field(default_factory=list)  # (external id, error code)
+    created: int = 0  # of `applied`, the new rows
+    unresolved_references: list[str] = field(default_factory=list)  # "regionId" / "cityId"

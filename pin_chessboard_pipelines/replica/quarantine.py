@@ -1,0 +1,53 @@
+"""Quarantine rows (talent_import_failed_items): the raw snapshot kept with its error, in batch order."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy.engine import Connection
+
+from pin_chessboard_pipelines.observability.metrics import IMPORT_FAILED_ITEMS
+from pin_chessboard_pipelines.replica.batch import Quarantine
+from pin_chessboard_pipelines.store.cursor import Cursor
+from pin_chessboard_pipelines.store.queries import cursor_queries
+
+
+def insert_failed_items(conn: Connection, run_id: UUID, stage: str, rows: Sequence[Quarantine]) -> None:
+    """One INSERT of the rows in the caller's transaction, counted in chessboard_import_failed_items_total."""
+    if not rows:
+        return
+    with Cursor(conn) as cur:
+        cur.execute(
+            cursor_queries("replica")["insert_failed_items"],
+            {
+                "run_id": str(run_id),
+                "stage": stage,
+                "external_ids": [q.external_id for q in rows],
+                "error_codes": [q.code for q in rows],
+                "error_messages": [q.message for q in rows],
+                "payloads": [payload_json(q.raw) for q in rows],
+            },
+        )
+    IMPORT_FAILED_ITEMS.inc(len(rows))
+
+
+def payload_json(raw: Any) -> str:
+    """The raw snapshot as jsonb text; jsonb holds neither \\u0000 nor lone surrogates."""
+    text = json.dumps(raw, ensure_ascii=False, default=str)
+    if "\\u0000" in text or not text.isascii():
+        text = json.dumps(_clean(raw), ensure_ascii=False, default=str)
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, Mapping):
+        return {str(k).replace("\x00", "\ufffd"): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value

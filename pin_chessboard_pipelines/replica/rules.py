@@ -1,0 +1,190 @@
+"""The apply path's decisions, as functions of values (talent-source.md): rounds of repeated ids,
+parents, the version guard, status conflicts, live numbers, change events, DryRun rows.
+
+No I/O: replica/apply.py reads the rows these need and writes what they decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+from pin_chessboard_pipelines.entities import Entity
+from pin_chessboard_pipelines.errors import SYNC_PARENT_MISMATCH, SYNC_PARENT_NOT_FOUND
+from pin_chessboard_pipelines.events import payloads
+from pin_chessboard_pipelines.talent.snapshots import TalentRecord
+
+TALENT_SYNC = "TalentSync"  # status_source of replicated statuses; source of price/status events
+# A PIN-side hold that a Talent `Sold` must not silently override (CHESSBOARD_SYNC_STATUS_CONFLICT).
+HELD_STATUSES = frozenset({"Reserved", "Booked"})
+
+Row = Mapping[str, Any]
+NumberKey = tuple[str, str]  # (building PIN id, number)
+
+
+class Decided(Protocol):
+    """An item about to be stored: its upsert values and the current row (None = create)."""
+
+    @property
+    def talent_id(self) -> str: ...
+
+    values: dict[str, Any]
+    old: dict[str, Any] | None
+
+
+class Recorded(Protocol):
+    record: TalentRecord
+
+
+R = TypeVar("R", bound=Recorded)
+D = TypeVar("D", bound=Decided)
+
+
+def rounds(items: Sequence[R]) -> list[list[R]]:
+    """First occurrences of each Talent id, then second ones, ...: applying the rounds in order
+    gives what applying the items one by one would."""
+    result: list[list[R]] = []
+    occurrences: dict[str, int] = {}
+    for item in items:
+        n = occurrences.get(item.record.talent_id, 0)
+        occurrences[item.record.talent_id] = n + 1
+        if n == len(result):
+            result.append([])
+        result[n].append(item)
+    return result
+
+
+def check_parents(
+    entity: Entity,
+    values: dict[str, Any],
+    record: TalentRecord,
+    parents: Mapping[str, Row],
+    extra_parents: Mapping[str, Row],
+) -> tuple[str, str] | None:
+    """Fills the columns the parent rows give (tenant, project of an object) into `values`;
+    (error code, message) when the item must be quarantined instead."""
+    if entity.parent is None or entity.parent_column is None:
+        return None
+    parent = parents.get(values[entity.parent_column])
+    if parent is None:
+        return SYNC_PARENT_NOT_FOUND, (
+            f"{entity.name}: {entity.parent} {record.parents[entity.parent]} is not in the replica"
+        )
+    if entity.name == "propertyObject":
+        values["project_id"] = parent["project_id"]
+    values["tenant_id"] = parent["tenant_id"]
+    extra_name, extra_column = entity.extra_parent, entity.extra_parent_column
+    if extra_name is None or extra_column is None or extra_name not in record.parents:
+        return None
+    extra = extra_parents.get(values[extra_column])
+    talent_extra = record.parents[extra_name]
+    if extra is None:
+        return SYNC_PARENT_NOT_FOUND, f"{entity.name}: {extra_name} {talent_extra} is not in the replica"
+    if extra["project_id"] != values["project_id"]:
+        return SYNC_PARENT_MISMATCH, f"{entity.name}: {extra_name} {talent_extra} belongs to another project"
+    return None
+
+
+def with_developer_tenants(parent: str, rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A developer is its own tenant (tenant boundary = developer)."""
+    if parent == "developer":
+        for row in rows.values():
+            row["tenant_id"] = row["id"]
+    return rows
+
+
+def is_stale(old: Row | None, replica_version: int) -> bool:
+    """The version guard: a snapshot no newer than the stored row is skipped."""
+    return old is not None and old["replica_version"] >= replica_version
+
+
+def status_conflict(entity: str, values: Row, old: Row | None) -> str | None:
+    """Talent's `Sold` over a PIN hold is a conflict (the message), never an overwrite."""
+    if (
+        entity == "propertyObject"
+        and old is not None
+        and values["status"] == "Sold"
+        and old["status"] in HELD_STATUSES
+        and old["status_source"] != TALENT_SYNC
+    ):
+        return (
+            f"propertyObject status: Talent says Sold, PIN holds it {old['status']} "
+            f"(status source {old['status_source']})"
+        )
+    return None
+
+
+def wanted_numbers(decided: Sequence[Decided]) -> set[NumberKey]:
+    return {(i.values["building_id"], i.values["number"]) for i in decided if i.values["deleted_at"] is None}
+
+
+def claim_live_numbers(
+    decided: Sequence[D], taken: dict[NumberKey, str | None]
+) -> tuple[list[D], list[tuple[D, str]]]:
+    """A number is unique among the live objects of a building: the one applied first keeps it, in
+    batch order and against `taken` (holders now; updated in place). (kept, [(item, message)])."""
+    kept: list[D] = []
+    rejected: list[tuple[D, str]] = []
+    for item in decided:
+        values, old, own = item.values, item.old, item.talent_id
+        key = (values["building_id"], values["number"])
+        live = values["deleted_at"] is None
+        holder = taken.get(key)
+        if live and holder is not None and holder != own:
+            rejected.append(
+                (
+                    item,
+                    f"propertyObject number {values['number']!r} is already taken by live object "
+                    f"{holder} in building {values['building_id']}",
+                )
+            )
+            continue
+        if old is not None and old["deleted_at"] is None:
+            old_key = (old["building_id"], old["number"])
+            if old_key != key or not live:
+                taken[old_key] = None
+        if live:
+            taken[key] = own
+        kept.append(item)
+    return kept, rejected
+
+
+def object_change_events(row: Row, old: Row | None) -> list[tuple[str, dict[str, Any]]]:
+    """price-changed when the price changed (on create: the initial price point, if any);
+    status-changed when the status changed (on create: only an imported Sold)."""
+    events = []
+    old_price = None if old is None else old["price"]
+    if (row["price"] is not None) if old is None else (old_price != row["price"]):
+        payload = payloads.property_object_price_changed(row, old_price, TALENT_SYNC)
+        events.append((payloads.PROPERTY_OBJECT_PRICE_CHANGED, payload))
+    old_status = None if old is None else old["status"]
+    if (row["status"] == "Sold") if old is None else (old_status != row["status"]):
+        payload = payloads.property_object_status_changed(row, old_status, TALENT_SYNC)
+        events.append((payloads.PROPERTY_OBJECT_STATUS_CHANGED, payload))
+    return events
+
+
+def touched_project(entity: str, row: Row) -> tuple[str, str] | None:
+    """(project PIN id, tenant id) a change recalculates; developers touch none."""
+    if entity == "project":
+        return str(row["id"]), str(row["tenant_id"])
+    if entity != "developer":
+        return str(row["project_id"]), str(row["tenant_id"])
+    return None
+
+
+def dry_run_row(entity: str, values: Row, old: Row | None) -> dict[str, Any]:
+    """What the upsert would store: the snapshot's values over the current row, version + 1."""
+    stored = {**(old or {}), **values, "version": 1 if old is None else old["version"] + 1}
+    if entity == "propertyObject":
+        stored["status_source"] = TALENT_SYNC
+    return stored
+
+
+def released_number(entity: str, stored: Row, old: Row | None) -> tuple[NumberKey, str] | None:
+    """(number key, holder) a delete frees: a live object that the change soft-deletes."""
+    if entity != "propertyObject" or old is None or old["deleted_at"] is not None:
+        return None
+    if stored["deleted_at"] is None:
+        return None
+    return (old["building_id"], old["number"]), old["external_talent_id"]

@@ -1,0 +1,47 @@
+"""What the apply path reads and where it records what it decided: the replica itself
+(replica/database.py) or a DryRun's memory over it (replica/dry_run.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from pin_chessboard_pipelines.entities import Entity
+from pin_chessboard_pipelines.replica.batch import Batch, Item
+from pin_chessboard_pipelines.replica.columns import ReplicaEntity
+from pin_chessboard_pipelines.replica.rules import NumberKey
+
+
+class ReplicaView(Protocol):
+    def session(self) -> AbstractContextManager[object]:
+        """Around every read and record of one apply call."""
+        ...
+
+    def existing_rows(self, spec: ReplicaEntity, talent_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Talent id -> current row."""
+        ...
+
+    def parent_rows(self, parent: Entity, column: str, items: Sequence[Item]) -> dict[str, dict[str, Any]]:
+        """Parent PIN id -> parent row, for the parents (named by `column`) that exist."""
+        ...
+
+    def live_number_holders(self, keys: list[NumberKey]) -> dict[NumberKey, str | None]:
+        """(building PIN id, number) -> Talent id of the live object holding it."""
+        ...
+
+    def keep_numbers(self, taken: dict[NumberKey, str | None]) -> None:
+        """The holders after a round's decisions."""
+        ...
+
+    def store(self, batch: Batch, decided: list[Item]) -> None:
+        """Upserts the decided items: counts, events and touched projects into `batch`."""
+        ...
+
+    def delete(self, batch: Batch, talent_ids: list[str]) -> None:
+        """Soft-deletes the alive rows of the ids (tombstones)."""
+        ...
+
+    def write(self, batch: Batch) -> None:
+        """The batch's quarantine rows, outbox events and recalc requests."""
+        ...
