@@ -12,6 +12,8 @@ import logging
 import threading
 import time
 
+from pin_chessboard_pipelines import entities
+from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import IMPORT_ITEMS, IMPORT_PAGE_DURATION, IMPORT_PAGES
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
@@ -22,11 +24,6 @@ from pin_chessboard_pipelines.talent_import.page_cache import PageCache
 from pin_chessboard_pipelines.talent_import.request import Scope
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
-
-
-def aggregate_label(stage: TalentStage) -> str:
-    """The aggregate label of chessboard_import_items_total: Developer .. PropertyObject."""
-    return stage.entity[:1].upper() + stage.entity[1:]
 
 
 class StageWork:
@@ -120,8 +117,12 @@ class PageWorker:
     def _process(self, page: runs.ClaimedPage) -> None:
         session, stage = self.session, self.stage
         started = time.perf_counter()
-        log.debug(
-            "page-claimed %s scope=%s", session.log_fields(stage.name, page.page_no), page.scope or "all"
+        log_event(
+            log,
+            logging.DEBUG,
+            "page-claimed",
+            **session.log_fields(stage.name, page.page_no),
+            Scope=page.scope or "all",
         )
         try:
             items = self.work.cache.take(page.id)
@@ -131,8 +132,12 @@ class PageWorker:
                 )
             with session.engine.begin() as conn:
                 if not runs.hold_claimed_page(conn, page):
-                    log.warning(
-                        "page-lost %s: the claim was taken over", session.log_fields(stage.name, page.page_no)
+                    log_event(
+                        log,
+                        logging.WARNING,
+                        "page-lost",
+                        **session.log_fields(stage.name, page.page_no),
+                        Reason="the claim was taken over",
                     )
                     return
                 result = session.apply_items(conn, stage.entity, items, self.work.context)
@@ -154,13 +159,15 @@ class PageWorker:
             attempts = runs.record_page_failure(
                 conn, page, describe(error), self.options.retry_seconds, permanent=permanent
             )
-        log.warning(
-            "page-failed %s scope=%s attempts=%s permanent=%s error=%r",
-            session.log_fields(stage.name, page.page_no),
-            page.scope or "all",
-            attempts,
-            permanent,
-            describe(error),
+        log_event(
+            log,
+            logging.WARNING,
+            "page-failed",
+            **session.log_fields(stage.name, page.page_no),
+            Scope=page.scope or "all",
+            Attempts=attempts,
+            Permanent=permanent,
+            Error=repr(describe(error)),
         )
         if permanent or (attempts or 0) >= self.options.page_attempts:
             self.work.fail(
@@ -171,7 +178,7 @@ class PageWorker:
 
     def _account(self, page: runs.ClaimedPage, result: ApplyResult, planned: int, elapsed_ms: float) -> None:
         session, stage = self.session, self.stage
-        aggregate = aggregate_label(stage)
+        aggregate = entities.BY_STAGE[stage.name].aggregate_type  # label of chessboard_import_items_total
         IMPORT_PAGES.labels(stage.name, "Done").inc()
         IMPORT_PAGE_DURATION.observe(elapsed_ms)
         for name in ("applied", "skipped", "failed"):
@@ -179,15 +186,17 @@ class PageWorker:
             if count:
                 IMPORT_ITEMS.labels(aggregate, name).inc(count)
         # quarantined items and unknown enum values are logged and counted by the apply path
-        log.info(
-            "page-applied %s scope=%s items=%d items_applied=%d items_skipped=%d items_failed=%d events=%d ms=%.0f",
-            session.log_fields(stage.name, page.page_no),
-            page.scope or "all",
-            planned,
-            result.applied,
-            result.skipped,
-            result.failed,
-            result.events,
-            elapsed_ms,
+        log_event(
+            log,
+            logging.INFO,
+            "page-applied",
+            **session.log_fields(stage.name, page.page_no),
+            Scope=page.scope or "all",
+            Items=planned,
+            Applied=result.applied,
+            Skipped=result.skipped,
+            Failed=result.failed,
+            Events=result.events,
+            Ms=f"{elapsed_ms:.0f}",
         )
         self.work.processed(elapsed_ms)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 from uuid import UUID
 
 from pin_chessboard_pipelines.events.payloads import Handbook
+from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import IMPORT_RUNNING
 from pin_chessboard_pipelines.replica.apply import DryRunState, apply_snapshots
 from pin_chessboard_pipelines.store.engine import get_engine
@@ -96,16 +98,17 @@ class ImportSession:
     def scope_keys(self) -> list[str]:
         return list(self.run["scopes"]) if self.run is not None else self.request.scope_keys
 
-    def log_fields(self, stage: str | None = None, page_no: int | None = None) -> str:
-        parts = [
-            f"run_id={self.run['id'] if self.run is not None else '-'}",
-            f"correlation_id={self.correlation_id}",
-        ]
+    def log_fields(self, stage: str | None = None, page_no: int | None = None) -> dict[str, Any]:
+        """RunId, CorrelationId (and Stage, PageNo) of the import's log lines."""
+        fields: dict[str, Any] = {
+            "RunId": self.run["id"] if self.run is not None else "-",
+            "CorrelationId": self.correlation_id,
+        }
         if stage is not None:
-            parts.append(f"stage={stage}")
+            fields["Stage"] = stage
         if page_no is not None:
-            parts.append(f"page_no={page_no}")
-        return " ".join(parts)
+            fields["PageNo"] = page_no
+        return fields
 
     # -- stopping
 
@@ -138,15 +141,16 @@ class ImportSession:
             self.lock.release()
             raise
         IMPORT_RUNNING.set(1)
-        log.info(
-            "import-%s %s mode=%s dry_run=%s scopes=%s page_size=%d workers=%d",
-            "resumed" if self.resumed else "started",
-            self.log_fields(),
-            self.run_row["mode"],
-            self.run_row["dry_run"],
-            ",".join(k or "all" for k in self.scope_keys),
-            self.page_size,
-            self.request.workers,
+        log_event(
+            log,
+            logging.INFO,
+            "import-resumed" if self.resumed else "import-started",
+            **self.log_fields(),
+            Mode=self.run_row["mode"],
+            DryRun=self.run_row["dry_run"],
+            Scopes=",".join(k or "all" for k in self.scope_keys),
+            PageSize=self.page_size,
+            Workers=self.request.workers,
         )
         return self
 
@@ -168,17 +172,17 @@ class ImportSession:
         result = runs.result_of(row)
         totals = result.totals
         level = logging.INFO if status == RunStatus.COMPLETED else logging.WARNING
-        log.log(
+        log_event(
+            log,
             level,
-            "import-%s %s planned=%d applied=%d skipped=%d failed=%d duration_s=%.1f%s",
-            status.value.lower(),
-            self.log_fields(),
-            totals.planned,
-            totals.applied,
-            totals.skipped,
-            totals.failed,
-            result.duration_seconds,
-            f" error={error!r}" if error else "",
+            f"import-{status.value.lower()}",
+            **self.log_fields(),
+            Planned=totals.planned,
+            Applied=totals.applied,
+            Skipped=totals.skipped,
+            Failed=totals.failed,
+            DurationSeconds=f"{result.duration_seconds:.1f}",
+            **({"Error": repr(error)} if error else {}),
         )
         return result
 

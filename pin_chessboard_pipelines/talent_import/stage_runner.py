@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 
+from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGES, IMPORT_THROUGHPUT
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
 from pin_chessboard_pipelines.talent.topics import TalentStage
@@ -71,21 +72,27 @@ def run_stage(session: ImportRun, stage: TalentStage) -> StageReport:
     )
     if complete:
         IMPORT_THROUGHPUT.set(report.items_per_second)
-        log.info(
-            "stage-completed %s pages=%d planned=%d applied=%d skipped=%d failed=%d "
-            "duration_s=%.2f items_per_s=%.0f",
-            session.log_fields(stage.name),
-            report.pages,
-            counters.planned,
-            counters.applied,
-            counters.skipped,
-            counters.failed,
-            report.duration_seconds,
-            report.items_per_second,
+        log_event(
+            log,
+            logging.INFO,
+            "stage-completed",
+            **session.log_fields(stage.name),
+            Pages=report.pages,
+            Planned=counters.planned,
+            Applied=counters.applied,
+            Skipped=counters.skipped,
+            Failed=counters.failed,
+            DurationSeconds=f"{report.duration_seconds:.2f}",
+            ItemsPerSecond=f"{report.items_per_second:.0f}",
         )
     else:
-        log.warning(
-            "stage-cancelled %s pages=%d done=%d", session.log_fields(stage.name), state.pages, state.done
+        log_event(
+            log,
+            logging.WARNING,
+            "stage-cancelled",
+            **session.log_fields(stage.name),
+            Pages=state.pages,
+            Done=state.done,
         )
     return report
 
@@ -107,7 +114,9 @@ class StageWalker:
                     return
             with session.engine.connect() as conn:
                 planned = runs.stage_state(conn, session.run_id, stage.name)
-            log.info("stage-planned %s pages=%d", session.log_fields(stage.name), planned.pages)
+            log_event(
+                log, logging.INFO, "stage-planned", **session.log_fields(stage.name), Pages=planned.pages
+            )
         except BaseException as e:
             work.fail(e)
         finally:
@@ -168,12 +177,15 @@ class StageWalker:
             except Exception as e:
                 failures += 1
                 IMPORT_PAGES.labels(stage.name, "Failed").inc()
-                log.warning(
-                    "page-failed %s scope=%s planning attempt=%d error=%r",
-                    session.log_fields(stage.name, page_no),
-                    scope_key or "all",
-                    failures,
-                    describe(e),
+                log_event(
+                    log,
+                    logging.WARNING,
+                    "page-failed",
+                    **session.log_fields(stage.name, page_no),
+                    Scope=scope_key or "all",
+                    Planning=True,
+                    Attempt=failures,
+                    Error=repr(describe(e)),
                 )
                 if failures >= self.options.page_attempts:
                     raise StageFailed(

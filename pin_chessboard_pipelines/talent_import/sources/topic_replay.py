@@ -36,6 +36,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from sqlalchemy.engine import Engine
 
+from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
@@ -62,14 +63,6 @@ ACTIVE_GROUP_STATES = frozenset(
         ConsumerGroupState.COMPLETING_REBALANCING,
     }
 )
-# The parent a scoped stage is filtered by: entity -> (field of the item, parent entity).
-SCOPE_PARENT = {
-    "project": ("developerId", "developer"),
-    "building": ("projectId", "project"),
-    "layoutGroup": ("projectId", "project"),
-    "layout": ("projectId", "project"),
-    "propertyObject": ("buildingId", "building"),
-}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -287,7 +280,7 @@ class TopicReplaySource:
         entity = stage.entity
         by_own_id = entity == "developer" or (entity == "project" and scope.project_id is not None)
         own = self.scope_ids(entity, scope) if by_own_id else None
-        field_name, parent = SCOPE_PARENT.get(entity, ("id", entity))
+        field_name, parent = _scope_parent(entity)
         parents = None if by_own_id else self.scope_ids(parent, scope)
         kept = []
         for item in items:
@@ -315,7 +308,7 @@ class TopicReplaySource:
         elif entity == "project" and scope.project_id:
             ids = frozenset({scope.project_id.lower()})
         else:
-            field_name, parent = SCOPE_PARENT[entity]
+            field_name, parent = _scope_parent(entity)
             parents = self.scope_ids(parent, scope)
             ids = frozenset(
                 item_id
@@ -350,6 +343,14 @@ class TopicReplaySource:
             consumers, self._consumers = self._consumers, []
         for consumer in consumers:
             consumer.close()
+
+
+def _scope_parent(entity: str) -> tuple[str, str]:
+    """(field of the item, parent entity) a scoped stage is filtered by; a developer by its own id."""
+    e = entities.BY_NAME[entity]
+    if e.scope_field is None or e.parent is None:
+        return "id", entity
+    return e.scope_field, e.parent
 
 
 def _lower(value: Any) -> str | None:
