@@ -9,7 +9,7 @@ os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", os.path.join(_STATE, "metrics"
 os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
 
 pytest_plugins = [
-    "tests.fixtures.postgres",
-    "tests.fixtures.kafka",
-    "tests.fixtures.talent_sim",
+    "tests.support.postgres",
+    "tests.support.kafka",
+    "tests.support.talent_sim",
 ]

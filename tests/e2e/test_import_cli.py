@@ -20,7 +20,7 @@ from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
-from tests.integration.talent_kafka import own_broker
+from tests.support.talent_kafka import own_broker
 
 SPEC = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=15)
 

@@ -16,7 +16,7 @@ import pytest
 
 from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, SENSOR_NAME, SINGLETON_TAG
 from pin_chessboard_pipelines.recalc.audit import audit
-from tests.integration.recalc_data import StoreBuilder, queue, standard_project
+from tests.support.recalc_data import StoreBuilder, queue, standard_project
 
 DAGSTER_YAML = """\
 run_coordinator:

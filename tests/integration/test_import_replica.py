@@ -12,7 +12,7 @@ from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent_import.request import build_request
 from pin_chessboard_pipelines.talent_import.runner import run_import
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
-from tests.integration.test_import_runner import CLIENT, FAST
+from tests.support.import_probe import CLIENT, FAST
 
 REPLICA = ("developers", "projects", "buildings", "layout_groups", "layouts", "property_objects")
 COLLECTION_OF = dict(zip(REPLICA, dataset.COLLECTIONS, strict=True))

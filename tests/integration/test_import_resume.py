@@ -17,8 +17,16 @@ from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.request import RunStatus, build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
-from tests.integration.import_probe import ProbeApply, create_probe_tables
-from tests.integration.test_import_runner import CLIENT, FAST, SPEC, _import, _pages, _scalar
+from tests.support.import_probe import (
+    CLIENT,
+    FAST,
+    SPEC,
+    ProbeApply,
+    create_probe_tables,
+    page_statuses,
+    probe_import,
+    scalar,
+)
 
 TOTAL = 2 + 4 + 4 + 8 + 12 + 28  # SPEC: developers, projects, buildings, layout groups, layouts, objects
 
@@ -51,7 +59,7 @@ def test_resume_after_a_kill_mid_stage_replays_no_done_page(db_url, engine, tale
     create_probe_tables(engine)
     sim = talent_sim(SPEC)
     killed = subprocess.run(
-        [sys.executable, "-m", "tests.integration.import_probe", db_url, sim.url, "propertyObject", "3", "4"],
+        [sys.executable, "-m", "tests.support.import_probe", db_url, sim.url, "propertyObject", "3", "4"],
         cwd=PROJECT_ROOT,
         env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
         capture_output=True,
@@ -79,7 +87,7 @@ def test_resume_after_a_kill_mid_stage_replays_no_done_page(db_url, engine, tale
             }
         )
     )
-    result = _import(db_url, sim, ProbeApply())
+    result = probe_import(db_url, sim, ProbeApply())
     assert result.run_id == str(run["id"]) and result.status == "Completed"
     after = _page_rows(engine, run["id"], "PropertyObjects")
     assert all(row["status"] == "Done" for row in after.values())
@@ -116,7 +124,7 @@ def test_a_page_failing_beyond_the_bounded_retries_fails_the_run_and_a_resume_co
             sa.text("SELECT error FROM chessboard.talent_import_runs WHERE id = :r"), {"r": failed.run_id}
         ).scalar()
     assert "PropertyObjects" in error and "malformed" in error
-    pages = _pages(engine, failed.run_id)
+    pages = page_statuses(engine, failed.run_id)
     assert set(pages["Layouts"]) == {"Done"}
     assert pages["PropertyObjects"][:2] == ["Done", "Done"]
 
@@ -168,7 +176,7 @@ def test_an_expired_lease_is_reclaimed_and_the_old_claim_cannot_finish(db_url, e
     )
     report = joined.attach(run["id"]).run_stage(DEVELOPERS)
     assert not report.cancelled and report.pages_processed == 2
-    assert _pages(engine, run["id"])["Developers"] == ["Done", "Done"]
+    assert page_statuses(engine, run["id"])["Developers"] == ["Done", "Done"]
 
 
 def test_workers_of_two_processes_on_one_stage_never_apply_a_page_twice(db_url, engine, talent_sim):
@@ -207,5 +215,5 @@ def test_workers_of_two_processes_on_one_stage_never_apply_a_page_twice(db_url, 
     assert twice == 0
     assert result.stages["PropertyObjects"].applied == 400
     assert (
-        _scalar(engine, "SELECT count(*) FROM public.import_probe_log WHERE entity = 'propertyObject'") == 400
+        scalar(engine, "SELECT count(*) FROM public.import_probe_log WHERE entity = 'propertyObject'") == 400
     )

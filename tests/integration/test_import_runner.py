@@ -1,4 +1,4 @@
-"""The import orchestration of seed 004 against real PostgreSQL and the Talent simulator.
+"""The import orchestration (docs/talent-initial-import.md) against real PostgreSQL and the Talent simulator.
 
 The per-item rules are replica/apply.py's; here a probe apply (import_probe.py) writes to probe
 tables in each page transaction, so what is asserted is the orchestration: pages, barriers,
@@ -27,51 +27,21 @@ from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.topics import STAGE_NAMES, STAGES
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
-from pin_chessboard_pipelines.talent_import.request import build_request
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
-from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
-from tests.integration.import_probe import ProbeApply, create_probe_tables
-
-FAST = ImportOptions(lock_timeout_seconds=0.3, retry_seconds=0.05, idle_poll_seconds=0.02)
-CLIENT = {"backoff_base": 0.01, "backoff_max": 0.05, "max_attempts": 3, "timeout": 10}
-SPEC = DatasetSpec(developers=2, projects_per_developer=2, layouts_per_project=3, objects_per_project=7)
+from tests.support.import_probe import (
+    FAST,
+    SPEC,
+    ProbeApply,
+    create_probe_tables,
+    page_statuses,
+    probe_import,
+    scalar,
+)
 
 
 @pytest.fixture
 def probe(engine) -> ProbeApply:
     create_probe_tables(engine)
     return ProbeApply()
-
-
-def _import(db_url, sim, apply, *, options=FAST, should_stop=None, **request):
-    request.setdefault("page_size", 4)
-    return run_import(
-        db_url,
-        build_request(**request),
-        ApiPullSource(sim.url, should_stop=should_stop, client_options=CLIENT),
-        options=options,
-        apply=apply,
-        should_stop=should_stop,
-    )
-
-
-def _scalar(engine, sql: str, **params):
-    with engine.connect() as conn:
-        return conn.execute(sa.text(sql), params).scalar()
-
-
-def _pages(engine, run_id) -> dict[str, list[str]]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            sa.text(
-                "SELECT stage, status FROM chessboard.talent_import_pages WHERE run_id = :r ORDER BY stage, page_no"
-            ),
-            {"r": run_id},
-        ).all()
-    pages: dict[str, list[str]] = {}
-    for stage, status in rows:
-        pages.setdefault(stage, []).append(status)
-    return pages
 
 
 def _expected_counts(spec: DatasetSpec) -> dict[str, int]:
@@ -81,27 +51,27 @@ def _expected_counts(spec: DatasetSpec) -> dict[str, int]:
 def test_empty_source_completes_with_nothing_applied_and_again(db_url, engine, talent_sim, probe):
     sim = talent_sim(DatasetSpec(developers=0))
     for _ in range(2):
-        result = _import(db_url, sim, probe)
+        result = probe_import(db_url, sim, probe)
         assert result.status == "Completed"
         assert result.totals.planned == result.totals.applied == 0
         # every walk ends with its (empty) first page, Done
-        assert _pages(engine, result.run_id) == {name: ["Done"] for name in STAGE_NAMES}
-    assert _scalar(engine, "SELECT count(*) FROM public.import_probe") == 0
+        assert page_statuses(engine, result.run_id) == {name: ["Done"] for name in STAGE_NAMES}
+    assert scalar(engine, "SELECT count(*) FROM public.import_probe") == 0
 
 
 def test_a_bootstrap_walks_every_page_once_and_counts_per_stage(db_url, engine, talent_sim, probe):
     sim = talent_sim(SPEC)
-    result = _import(db_url, sim, probe, workers=3)
+    result = probe_import(db_url, sim, probe, workers=3)
     expected = _expected_counts(SPEC)
     assert result.status == "Completed"
     assert {name: c.planned for name, c in result.stages.items()} == expected
     assert {name: c.applied for name, c in result.stages.items()} == expected
-    pages = _pages(engine, result.run_id)
+    pages = page_statuses(engine, result.run_id)
     assert {name: len(p) for name, p in pages.items()} == {n: -(-c // 4) for n, c in expected.items()}
     assert all(status == "Done" for p in pages.values() for status in p)
     # every item applied exactly once, and each listing page was read once (the walk's read)
-    assert _scalar(engine, "SELECT count(*) FROM public.import_probe_log") == sum(expected.values())
-    assert _scalar(engine, "SELECT count(DISTINCT (entity, talent_id)) FROM public.import_probe_log") == sum(
+    assert scalar(engine, "SELECT count(*) FROM public.import_probe_log") == sum(expected.values())
+    assert scalar(engine, "SELECT count(DISTINCT (entity, talent_id)) FROM public.import_probe_log") == sum(
         expected.values()
     )
     assert sim.page_hits("property-objects", 3) == 1
@@ -121,7 +91,7 @@ def test_a_bootstrap_walks_every_page_once_and_counts_per_stage(db_url, engine, 
 
 def test_stages_are_applied_parent_before_child(db_url, engine, talent_sim, probe):
     sim = talent_sim(SPEC)
-    result = _import(db_url, sim, probe, workers=3)
+    result = probe_import(db_url, sim, probe, workers=3)
     assert result.status == "Completed"
     with engine.connect() as conn:
         spans = dict(
@@ -138,8 +108,8 @@ def test_stages_are_applied_parent_before_child(db_url, engine, talent_sim, prob
 
 def test_a_duplicate_run_is_a_no_op(db_url, engine, talent_sim, probe):
     sim = talent_sim(SPEC)
-    first = _import(db_url, sim, probe)
-    second = _import(db_url, sim, probe)
+    first = probe_import(db_url, sim, probe)
+    second = probe_import(db_url, sim, probe)
     assert first.run_id != second.run_id
     assert second.status == "Completed"
     assert second.totals.applied == 0
@@ -149,7 +119,7 @@ def test_a_duplicate_run_is_a_no_op(db_url, engine, talent_sim, probe):
 def test_a_developer_filter_imports_that_developer_only(db_url, engine, talent_sim, probe):
     sim = talent_sim(SPEC)
     developer = dataset.entity_id(SPEC, "developers", 1)
-    result = _import(db_url, sim, probe, developer_ids=[developer])
+    result = probe_import(db_url, sim, probe, developer_ids=[developer])
     assert result.status == "Completed"
     assert result.stages["Developers"].planned == 1
     assert result.stages["PropertyObjects"].planned == dataset.count(SPEC, "property-objects", developer)
@@ -173,7 +143,7 @@ def test_a_developer_filter_imports_that_developer_only(db_url, engine, talent_s
 def test_a_project_filter_imports_that_project_only(db_url, engine, talent_sim, probe):
     sim = talent_sim(SPEC)
     project = dataset.entity_id(SPEC, "projects", 2)
-    result = _import(db_url, sim, probe, project_id=project)
+    result = probe_import(db_url, sim, probe, project_id=project)
     assert result.status == "Completed"
     assert result.stages["Developers"].planned == 1  # the project's developer
     assert result.stages["Projects"].planned == 1
@@ -191,7 +161,7 @@ def test_poison_items_are_counted_failed_and_the_run_completes(db_url, engine, t
             else None
         )
     )
-    result = _import(db_url, sim, poison)
+    result = probe_import(db_url, sim, poison)
     assert result.status == "Completed"
     assert result.stages["PropertyObjects"].failed > 0
     assert result.stages["PropertyObjects"].failed + result.stages["PropertyObjects"].applied == 20
@@ -199,12 +169,12 @@ def test_poison_items_are_counted_failed_and_the_run_completes(db_url, engine, t
 
 def test_dry_run_is_recorded_and_passes_dry_run_to_the_apply_path(db_url, engine, talent_sim, probe):
     sim = talent_sim(SPEC)
-    result = _import(db_url, sim, probe, dry_run=True)
+    result = probe_import(db_url, sim, probe, dry_run=True)
     assert result.status == "Completed" and result.dry_run is True
     assert result.totals.applied == sum(_expected_counts(SPEC).values())
     assert probe.dry_runs == probe.calls > 0
-    assert _scalar(engine, "SELECT count(*) FROM public.import_probe") == 0
-    assert _scalar(engine, "SELECT dry_run FROM chessboard.talent_import_runs WHERE id = :r", r=result.run_id)
+    assert scalar(engine, "SELECT count(*) FROM public.import_probe") == 0
+    assert scalar(engine, "SELECT dry_run FROM chessboard.talent_import_runs WHERE id = :r", r=result.run_id)
 
 
 def test_flag_off_refuses_before_writing(db_url, engine, talent_sim):
@@ -226,17 +196,17 @@ def test_flag_off_refuses_before_writing(db_url, engine, talent_sim):
             dagster_run_id=None,
         )
     assert refused.value.code == IMPORT_DISABLED
-    assert _scalar(engine, "SELECT count(*) FROM chessboard.talent_import_runs") == 0
+    assert scalar(engine, "SELECT count(*) FROM chessboard.talent_import_runs") == 0
 
 
 def test_an_unavailable_source_is_refused_before_writing(db_url, engine, talent_sim, probe):
     sim = talent_sim(SPEC)
     sim.available = False
     with pytest.raises(Refused) as refused:
-        _import(db_url, sim, probe)
+        probe_import(db_url, sim, probe)
     assert refused.value.code == IMPORT_SOURCE_UNAVAILABLE
     assert refused.value.line() == "CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE: GET /health answered 503"
-    assert _scalar(engine, "SELECT count(*) FROM chessboard.talent_import_runs") == 0
+    assert scalar(engine, "SELECT count(*) FROM chessboard.talent_import_runs") == 0
 
 
 def test_the_advisory_lock_refuses_a_second_import(db_url, engine, talent_sim, probe):
@@ -245,18 +215,18 @@ def test_the_advisory_lock_refuses_a_second_import(db_url, engine, talent_sim, p
         other.acquire(timeout=0)
         started = time.monotonic()
         with pytest.raises(Refused) as refused:
-            _import(db_url, sim, probe)
+            probe_import(db_url, sim, probe)
         assert time.monotonic() - started >= FAST.lock_timeout_seconds
     assert refused.value.code == IMPORT_LOCK_HELD
     assert "pid" in str(refused.value)
-    assert _scalar(engine, "SELECT count(*) FROM chessboard.talent_import_runs") == 0
+    assert scalar(engine, "SELECT count(*) FROM chessboard.talent_import_runs") == 0
     # released by the holder: the next import runs
-    assert _import(db_url, sim, probe).status == "Completed"
+    assert probe_import(db_url, sim, probe).status == "Completed"
 
 
 def test_the_lock_is_released_after_a_run(db_url, talent_sim, probe):
     sim = talent_sim(SPEC)
-    _import(db_url, sim, probe)
+    probe_import(db_url, sim, probe)
     with ImportLock(db_url) as lock:
         lock.acquire(timeout=0)
         assert lock.held
@@ -276,7 +246,7 @@ def test_cancellation_stops_after_the_current_page(db_url, engine, talent_sim):
     outcome: dict = {}
     thread = threading.Thread(
         target=lambda: outcome.setdefault(
-            "result", _import(db_url, sim, apply, workers=1, should_stop=stop.is_set)
+            "result", probe_import(db_url, sim, apply, workers=1, should_stop=stop.is_set)
         )
     )
     thread.start()
@@ -286,15 +256,15 @@ def test_cancellation_stops_after_the_current_page(db_url, engine, talent_sim):
     thread.join(20)
     result = outcome["result"]
     assert result.status == "Cancelled"
-    pages = _pages(engine, result.run_id)
+    pages = page_statuses(engine, result.run_id)
     assert pages["PropertyObjects"][0] == "Done"  # the page in flight was finished
     assert "Pending" in pages["PropertyObjects"]  # nothing after it
     assert set(pages["Layouts"]) == {"Done"}  # earlier stages kept
     with ImportLock(db_url) as lock:
         lock.acquire(timeout=0)
     # the same import again resumes the cancelled run: the Done pages stay, the rest is applied
-    resumed = _import(db_url, sim, apply)
+    resumed = probe_import(db_url, sim, apply)
     assert resumed.run_id == result.run_id and resumed.status == "Completed"
-    assert _scalar(engine, "SELECT count(*) FROM public.import_probe_log") == sum(
+    assert scalar(engine, "SELECT count(*) FROM public.import_probe_log") == sum(
         _expected_counts(SPEC).values()
     )

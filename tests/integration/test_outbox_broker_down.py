@@ -25,7 +25,7 @@ from pin_chessboard_pipelines.events.relay import OutboxRelay
 from pin_chessboard_pipelines.events.topics_admin import contract_topics, topic_partitions
 from pin_chessboard_pipelines.runtime.embedded import free_port, start_tansu
 from pin_chessboard_pipelines.store.tables import outbox_messages
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 

@@ -35,8 +35,8 @@ from pin_chessboard_pipelines.runtime.embedded import free_port
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
 from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.store.tables import developers, outbox_messages, projects
-from tests.integration.recalc_data import StoreBuilder, standard_project
-from tests.polling import wait_until
+from tests.support.polling import wait_until
+from tests.support.recalc_data import StoreBuilder, standard_project
 
 
 def outbox_rows(engine) -> list[dict]:

@@ -19,7 +19,7 @@ from pin_chessboard_pipelines.talent_import.request import build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource, TopicReplaySource
 from pin_chessboard_pipelines.talent_sync import TalentSync
-from tests.integration.talent_kafka import event_set, extra_database, own_broker, replica_state, side_effects
+from tests.support.talent_kafka import event_set, extra_database, own_broker, replica_state, side_effects
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 

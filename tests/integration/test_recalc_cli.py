@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from pin_chessboard_pipelines.cli import main
 from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME
-from tests.integration.recalc_data import StoreBuilder, queue, standard_project
+from tests.support.recalc_data import StoreBuilder, queue, standard_project
 
 
 @pytest.fixture

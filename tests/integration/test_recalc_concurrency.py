@@ -11,7 +11,7 @@ from pin_chessboard_pipelines.events.payloads import PROJECT_UPSERTED, topic_of
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason
 from pin_chessboard_pipelines.recalc.drain import drain
 from pin_chessboard_pipelines.recalc.enqueue import enqueue_recalc
-from tests.integration.recalc_data import StoreBuilder, outbox, queue, standard_project
+from tests.support.recalc_data import StoreBuilder, outbox, queue, standard_project
 
 
 def _slow_project_updates(conn, seconds: float) -> None:

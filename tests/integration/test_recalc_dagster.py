@@ -24,7 +24,7 @@ from pin_chessboard_pipelines.defs.recalc.definitions import (
 )
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.recalc.drain import drain
-from tests.integration.recalc_data import StoreBuilder, outbox, queue, standard_project
+from tests.support.recalc_data import StoreBuilder, outbox, queue, standard_project
 
 
 def _resources(db_url: str) -> dict:

@@ -21,7 +21,7 @@ from pin_chessboard_pipelines.recalc.debounce import RecalcReason
 from pin_chessboard_pipelines.recalc.drain import drain
 from pin_chessboard_pipelines.recalc.enqueue import enqueue_recalc
 from pin_chessboard_pipelines.store.tables import buildings, layout_groups, layouts, projects
-from tests.integration.recalc_data import (
+from tests.support.recalc_data import (
     StoreBuilder,
     outbox,
     queue,

@@ -27,7 +27,7 @@ from pin_chessboard_pipelines.store.tables import (
     projects,
     property_objects,
 )
-from tests.integration.recalc_data import StoreBuilder
+from tests.support.recalc_data import StoreBuilder
 
 STATUSES = ["Free", "Reserved", "Booked", "Sold", "Hidden"]
 prices = st.one_of(st.none(), st.integers(0, 10**8).map(lambda cents: Decimal(cents) / 100))

@@ -20,8 +20,8 @@ from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
 from pin_chessboard_pipelines.talent.topics import PROPERTY_OBJECTS, STAGES
 from pin_chessboard_pipelines.talent_import.sources import TopicReplaySource
 from pin_chessboard_pipelines.talent_sync import SYNC_LOCK_HELD, SyncFailed, TalentSync
-from tests.integration.talent_kafka import committed_offsets, count, own_broker, produce
-from tests.polling import wait_until
+from tests.support.polling import wait_until
+from tests.support.talent_kafka import committed_offsets, count, own_broker, produce
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 

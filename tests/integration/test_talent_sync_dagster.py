@@ -22,8 +22,8 @@ from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
 from pin_chessboard_pipelines.talent_sync import TalentSync
-from tests.integration.talent_kafka import count, own_broker
-from tests.polling import wait_until
+from tests.support.polling import wait_until
+from tests.support.talent_kafka import count, own_broker
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 

@@ -18,7 +18,7 @@ from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, PROPERTY_OBJE
 from pin_chessboard_pipelines.talent_import.request import Scope, build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
 from pin_chessboard_pipelines.talent_import.sources.topic_replay import TopicReplaySource, parse_cursor
-from tests.integration.talent_kafka import committed_offsets, count, own_broker, produce
+from tests.support.talent_kafka import committed_offsets, count, own_broker, produce
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 

@@ -21,7 +21,7 @@ from pin_chessboard_pipelines.runtime.embedded import admin_execute, free_port, 
 from pin_chessboard_pipelines.store.engine import get_engine, with_database
 from pin_chessboard_pipelines.store.tables import REPLICA_TABLES
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, STAGES
-from tests.fixtures.postgres import _template_name
+from tests.support.postgres import template_name
 
 # Columns that say when something happened, not what: never equal across two stores.
 WHEN_COLUMNS = frozenset({"created_at", "updated_at", "last_synced_at"})
@@ -46,7 +46,7 @@ def own_broker() -> Iterator[str]:
 def extra_database(pg_server_url: str) -> Iterator[str]:
     """Another freshly migrated chessboard database on the test server."""
     name = f"chessboard_extra_{os.getpid()}_{next(_databases)}"
-    admin_execute(pg_server_url, f'CREATE DATABASE "{name}" TEMPLATE "{_template_name()}"')
+    admin_execute(pg_server_url, f'CREATE DATABASE "{name}" TEMPLATE "{template_name()}"')
     url = with_database(pg_server_url, name)
     try:
         yield url

@@ -1,8 +1,14 @@
 """A stand-in for replica/apply.py in the import's orchestration tests: it writes to probe tables in
-the page transaction (so rollbacks and double applications are real) and keeps the version guard."""
+the page transaction (so rollbacks and double applications are real) and keeps the version guard.
+Also the options, dataset and helpers those tests share (`probe_import`, `scalar`, `page_statuses`).
+
+Run as a module (`python -m tests.support.import_probe DB_URL SIM_URL ENTITY PAGE PAGE_SIZE`): an
+import whose process dies inside a page transaction."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -11,6 +17,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
+from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
+from pin_chessboard_pipelines.talent_import.request import build_request
+from pin_chessboard_pipelines.talent_import.result import TalentInitialImportResult
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
+from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
+
+FAST = ImportOptions(lock_timeout_seconds=0.3, retry_seconds=0.05, idle_poll_seconds=0.02)
+CLIENT = {"backoff_base": 0.01, "backoff_max": 0.05, "max_attempts": 3, "timeout": 10}
+SPEC = DatasetSpec(developers=2, projects_per_developer=2, layouts_per_project=3, objects_per_project=7)
 
 DDL = (
     "CREATE TABLE IF NOT EXISTS public.import_probe ("
@@ -101,15 +116,44 @@ class ProbeApply:
         return result
 
 
+def probe_import(
+    db_url: str, sim, apply, *, options: ImportOptions = FAST, should_stop=None, **request
+) -> TalentInitialImportResult:
+    """An ApiPull import of the simulator `sim` through `apply`, with the tests' fast options."""
+    request.setdefault("page_size", 4)
+    return run_import(
+        db_url,
+        build_request(**request),
+        ApiPullSource(sim.url, should_stop=should_stop, client_options=CLIENT),
+        options=options,
+        apply=apply,
+        should_stop=should_stop,
+    )
+
+
+def scalar(engine: Engine, sql: str, **params):
+    with engine.connect() as conn:
+        return conn.execute(sa.text(sql), params).scalar()
+
+
+def page_statuses(engine: Engine, run_id) -> dict[str, list[str]]:
+    """Status of every page of an import run, per stage, in page order."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT stage, status FROM chessboard.talent_import_pages WHERE run_id = :r ORDER BY stage, page_no"
+            ),
+            {"r": run_id},
+        ).all()
+    pages: dict[str, list[str]] = {}
+    for stage, status in rows:
+        pages.setdefault(stage, []).append(status)
+    return pages
+
+
 def _killed_import(db_url: str, sim_url: str, kill_entity: str, kill_at_page: int, page_size: int) -> None:
     """An import whose process dies (no cleanup at all) inside the transaction of the
     `kill_at_page`-th page of `kill_entity`: one page worker, so the pages before it are Done."""
-    import os
-
-    from pin_chessboard_pipelines.talent_import.request import build_request
-    from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
-    from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
-
     seen = {"pages": 0}
 
     def die(entity: str, items: Sequence[dict[str, Any]]) -> None:
@@ -139,6 +183,4 @@ def _killed_import(db_url: str, sim_url: str, kill_entity: str, kill_at_page: in
 
 
 if __name__ == "__main__":
-    import sys
-
     _killed_import(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
