@@ -8,7 +8,7 @@ import threading
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("metrics", help="Prometheus exposition of the seeds' metrics")
+    parser = subparsers.add_parser("metrics", help="Prometheus exposition of the project's metrics")
     commands = parser.add_subparsers(dest="metrics_command", required=True)
     serve = commands.add_parser("serve", help="serve /metrics until Ctrl-C")
     serve.add_argument("--port", type=int, required=True)

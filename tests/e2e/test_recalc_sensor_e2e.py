@@ -1,5 +1,5 @@
 """End to end: a real Dagster daemon ticks the recalc sensor, which launches the drain job; the
-queue empties and the aggregates are written (seed 000, trigger "тик воркера 5 с")."""
+queue empties and the aggregates are written (docs/project-aggregates-recalc.md#drain: the 5 s worker tick)."""
 
 from __future__ import annotations
 

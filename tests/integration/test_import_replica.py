@@ -1,5 +1,6 @@
-"""Seed 004's test table with the real apply path: what a bootstrap leaves in the replica, the
-quarantine, the outbox and the recalc queue (talent-source.md, chessboard-store.md)."""
+"""The import's test table (docs/talent-initial-import.md) with the real apply path: what a
+bootstrap leaves in the replica, the quarantine, the outbox and the recalc queue (talent-source.md,
+chessboard-store.md)."""
 
 from __future__ import annotations
 

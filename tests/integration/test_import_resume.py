@@ -1,4 +1,4 @@
-"""Resume, re-claims and transient source failures of the import (seed 004, "Идемпотентность И Retry")."""
+"""Resume, re-claims and transient source failures of the import (docs/talent-initial-import.md#resume)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Seed 004, test "Parity с consumer": one Talent dataset through (a) the ApiPull bootstrap, (b) the
-TopicReplay bootstrap and (c) the streaming consumer gives identical replica rows in every table and
+"""Parity of the import and the streaming consumer (docs/talent-initial-import.md): one Talent
+dataset through (a) the ApiPull bootstrap, (b) the TopicReplay bootstrap and (c) the streaming consumer gives identical replica rows in every table and
 identical pin.chessboard events (ignoring messageId / occurredAt / correlationId), the same
 quarantine and the same recalc requests.
 

@@ -39,7 +39,7 @@ DEFAULT_TIME_BUDGET_SECONDS = 60.0
 # Rows younger than this are the fast path's: a sweep for them would only find the lock busy.
 FAST_PATH_GRACE_SECONDS = 2.0
 LAG_CHECK = "outbox_lag_within_slo"
-LAG_SLO_SECONDS = 300.0  # seed 004: consumer lag < 5 min after the hand-over
+LAG_SLO_SECONDS = 300.0  # consumer lag < 5 min after the hand-over (docs/events.md#outbox-and-relay)
 
 EVENTS = dg.AssetSpec(
     "pin_chessboard_events",

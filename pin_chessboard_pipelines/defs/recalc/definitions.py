@@ -1,4 +1,4 @@
-"""project-aggregates-recalc in Dagster (seed 000): the drain job, its 5 s sensor, and the checks
+"""project-aggregates-recalc in Dagster (docs/project-aggregates-recalc.md): the drain job, its 5 s sensor, and the checks
 that make drift and poison rows visible on the `chessboard_aggregates` asset.
 
 Thin shells over recalc/: the loop is `recalc.drain.drain`, the audit `recalc.audit.audit`.
@@ -29,14 +29,16 @@ OP_NAME = "drain_recalc_queue"
 SENSOR_NAME = "project_aggregates_recalc_sensor"
 AUDIT_JOB_NAME = "chessboard_aggregates_audit"
 SINGLETON_VALUE = "recalc-drain"
-TICK_SECONDS = 5  # seed 000: worker tick 5 s (also Dagster's minimum sensor interval)
-DEFAULT_TIME_BUDGET_SECONDS = 25.0  # seed 000: a tick takes < 30 s
+TICK_SECONDS = (
+    5  # worker tick, also Dagster's minimum sensor interval (docs/project-aggregates-recalc.md#drain)
+)
+DEFAULT_TIME_BUDGET_SECONDS = 25.0  # a tick takes < 30 s (docs/project-aggregates-recalc.md#drain)
 
 AGGREGATES = dg.AssetSpec(
     "chessboard_aggregates",
     description=(
         "Denormalized aggregates of projects, buildings, layouts and layout groups in the chessboard "
-        "store, kept by the project-aggregates-recalc drain (seed 000)."
+        "store, kept by the project-aggregates-recalc drain (docs/project-aggregates-recalc.md)."
     ),
     group_name="recalc",
     kinds={"postgres"},
@@ -134,7 +136,7 @@ def drain_recalc_queue(
 
 @dg.job(
     name=JOB_NAME,
-    description="project-aggregates-recalc (seed 000): drains due rows of project_recalc_requests.",
+    description="project-aggregates-recalc: drains due rows of project_recalc_requests.",
     executor_def=dg.in_process_executor,
     tags={SINGLETON_TAG: SINGLETON_VALUE},
 )
