@@ -1,6 +1,9 @@
-"""Errors that end a command with one line and an exit code (operations.md, "Exit codes")."""
+"""Errors that end a command with one line and an exit code (operations.md, "Exit codes"), every
+error code, and the one way to turn an exception into one line."""
 
 from __future__ import annotations
+
+import re
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -43,3 +46,24 @@ SYNC_DUPLICATE_NUMBER = "CHESSBOARD_SYNC_DUPLICATE_NUMBER"
 SYNC_UNKNOWN_REFERENCE = "CHESSBOARD_SYNC_UNKNOWN_REFERENCE"
 SYNC_STATUS_CONFLICT = "CHESSBOARD_SYNC_STATUS_CONFLICT"
 RECALC_POISON = "CHESSBOARD_RECALC_POISON"
+SYNC_LOCK_HELD = "CHESSBOARD_SYNC_LOCK_HELD"  # another talent-sync consumer runs
+
+# `scheme://user:password@`: the password part of any URL in a message.
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^\s/]+@")
+
+
+def mask_url_passwords(text: str) -> str:
+    """The text with the password of every `scheme://user:password@host` replaced by ***."""
+    return _URL_PASSWORD.sub(r"\1***@", text)
+
+
+def error_line(error: BaseException, limit: int | None = 1024) -> str:
+    """`Type: first line of the message`, URL passwords masked, at most `limit` characters.
+
+    A SQLAlchemy DBAPIError speaks through the driver's error it wraps (`orig`)."""
+    orig = getattr(error, "orig", None)
+    if isinstance(orig, BaseException):
+        error = orig
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    text = mask_url_passwords(f"{type(error).__name__}: {lines[0].strip() if lines else ''}".strip())
+    return text if limit is None else text[:limit]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from pin_chessboard_pipelines.errors import ConfigError
+from pin_chessboard_pipelines.errors import ConfigError, mask_url_passwords
 
 T = TypeVar("T")
 
@@ -161,10 +161,4 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
 
 def redact_url(url: str | None) -> str | None:
     """The URL with its password replaced, for logs."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return parts._replace(netloc=netloc).geturl()
+    return mask_url_passwords(url) if url else url

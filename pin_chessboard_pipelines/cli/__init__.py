@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import sys
 from collections.abc import Sequence
 
@@ -24,19 +23,11 @@ from pin_chessboard_pipelines.cli import (
     talent_sync,
 )
 from pin_chessboard_pipelines.cli.arguments import OneLineParser
-from pin_chessboard_pipelines.errors import EXIT_FAILED, ChessboardError
+from pin_chessboard_pipelines.errors import EXIT_FAILED, ChessboardError, error_line
 from pin_chessboard_pipelines.settings import load_settings
 
 # The command groups, in the order of `--help`.
 COMMAND_MODULES = (db, talent_sim, metrics, dev, recalc, outbox, import_, talent_sync)
-
-_CREDENTIALS = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
-
-
-def one_line(error: BaseException) -> str:
-    """`Type: first line of the message`, with any URL password masked."""
-    lines = [line for line in str(error).splitlines() if line.strip()]
-    return _CREDENTIALS.sub(r"\1***@", f"{type(error).__name__}: {lines[0] if lines else ''}".strip())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,5 +60,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # an infrastructure failure: one line, no traceback unless -v
         if args.verbose:
             raise
-        print(one_line(error), file=sys.stderr)
+        print(error_line(error, limit=None), file=sys.stderr)
         return EXIT_FAILED

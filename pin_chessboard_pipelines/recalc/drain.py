@@ -26,7 +26,7 @@ from sqlalchemy.exc import DBAPIError
 
 from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.entities import Entity
-from pin_chessboard_pipelines.errors import RECALC_POISON
+from pin_chessboard_pipelines.errors import RECALC_POISON, error_line
 from pin_chessboard_pipelines.events import payloads
 from pin_chessboard_pipelines.events.outbox import OutboxEvent, write_outbox
 from pin_chessboard_pipelines.events.payloads import Handbook
@@ -288,7 +288,7 @@ def _book_failure(
     alerts: Any,
 ) -> ProjectOutcome:
     """AttemptCount += 1 and LastError in a transaction of their own; DueAt stays."""
-    message = _error_text(error)
+    message = error_line(error, LAST_ERROR_MAX)
     attempt_count: int | None = None
     try:
         if conn.invalidated:
@@ -387,11 +387,3 @@ def _is_transient(error: DBAPIError) -> bool:
 
 def _sqlstate(error: DBAPIError) -> str | None:
     return getattr(error.orig, "pgcode", None)
-
-
-def _error_text(error: BaseException) -> str:
-    if isinstance(error, DBAPIError) and error.orig is not None:
-        text = f"{type(error.orig).__name__}: {str(error.orig).strip()}"
-    else:
-        text = f"{type(error).__name__}: {error}"
-    return text[:LAST_ERROR_MAX]

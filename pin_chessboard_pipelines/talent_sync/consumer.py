@@ -32,7 +32,7 @@ from typing import Any
 from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, TopicPartition
 from sqlalchemy.engine import Engine
 
-from pin_chessboard_pipelines.errors import Refused
+from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused
 from pin_chessboard_pipelines.events.relay import OutboxRelay
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.observability.metrics import TALENT_SYNC_LAG, TALENT_SYNC_MESSAGES
@@ -45,7 +45,6 @@ from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, STAGES, TALEN
 log = logging.getLogger(__name__)
 
 STAGE_INDEX = {stage.topic: i for i, stage in enumerate(STAGES)}
-SYNC_LOCK_HELD = "CHESSBOARD_SYNC_LOCK_HELD"
 
 
 @dataclass

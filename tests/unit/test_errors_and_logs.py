@@ -1,0 +1,44 @@
+"""The one error line and the one structured log line."""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg2
+from sqlalchemy.exc import DBAPIError
+
+from pin_chessboard_pipelines.errors import error_line, mask_url_passwords
+from pin_chessboard_pipelines.observability.logs import log_event
+
+
+def test_error_line_is_the_type_and_the_first_line_with_url_passwords_masked():
+    error = RuntimeError("\n  cannot reach postgresql://u:pw123@db:5432/x  \nDETAIL: more")
+    assert error_line(error) == "RuntimeError: cannot reach postgresql://u:***@db:5432/x"
+    assert error_line(ValueError()) == "ValueError:"
+    assert len(error_line(ValueError("x" * 5000))) == 1024
+    assert len(error_line(ValueError("x" * 5000), limit=None)) > 1024
+
+
+def test_a_sqlalchemy_error_speaks_through_the_driver_error():
+    orig = psycopg2.OperationalError("server closed the connection\nCONTEXT: ...")
+    wrapped = DBAPIError.instance("SELECT 1", None, orig, psycopg2.Error)
+    assert error_line(wrapped) == "OperationalError: server closed the connection"
+
+
+def test_mask_url_passwords_keeps_everything_but_the_password():
+    assert (
+        mask_url_passwords("postgresql://u:p@ss@db/x and http://h/")
+        == "postgresql://u:***@db/x and http://h/"
+    )
+    assert mask_url_passwords("postgresql://u@db/x") == "postgresql://u@db/x"
+
+
+def test_log_event_writes_key_value_pairs_and_the_fields_in_extra(caplog):
+    logger = logging.getLogger("test.log_event")
+    with caplog.at_level(logging.INFO, logger="test.log_event"):
+        log_event(logger, logging.WARNING, "item-quarantined", RunId=1, Stage="Projects")
+        log_event(logger, logging.DEBUG, "not-logged", X=1)
+    [record] = caplog.records
+    assert record.getMessage() == "item-quarantined RunId=1 Stage=Projects"
+    assert record.event == "item-quarantined"  # type: ignore[attr-defined]
+    assert record.fields == {"RunId": 1, "Stage": "Projects"}  # type: ignore[attr-defined]
