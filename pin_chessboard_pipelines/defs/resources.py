@@ -11,6 +11,7 @@ from functools import cached_property
 import dagster as dg
 from sqlalchemy.engine import Engine
 
+from pin_chessboard_pipelines.events.relay import relay_after_commit
 from pin_chessboard_pipelines.runtime.services import database_url
 from pin_chessboard_pipelines.settings import Settings, load_settings
 from pin_chessboard_pipelines.store.engine import get_engine
@@ -38,8 +39,6 @@ class ChessboardResource(dg.ConfigurableResource):
 
     def relay_outbox(self, log: logging.Logger | dg.DagsterLogManager) -> None:
         """The outbox fast path after a job's commits; the relay sensor sweeps whatever is left."""
-        from pin_chessboard_pipelines.events.relay import relay_after_commit
-
         result = relay_after_commit(self.engine, self.settings.kafka_bootstrap_servers)
         if result is not None:
             log.info(f"outbox fast path: {result.published} messages published in {result.seconds:.2f}s")

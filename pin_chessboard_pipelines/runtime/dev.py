@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from pin_chessboard_pipelines.runtime.demo import run_demo
 from pin_chessboard_pipelines.runtime.embedded import (
     port_open,
     start_tansu,
@@ -141,8 +142,6 @@ def run_dev(host: str, port: int, dataset: str, demo: bool) -> int:
         start_services(settings, stack, dataset)
         start_dagster(settings, stack, host, port)
         if demo:
-            from pin_chessboard_pipelines.runtime.demo import run_demo
-
             run_demo(settings)
         say("running; Ctrl-C stops everything")
         while all(proc.poll() is None for _, proc in stack.processes):

@@ -14,7 +14,10 @@ import time
 import warnings
 from pathlib import Path
 
+import psycopg2
+
 from pin_chessboard_pipelines.errors import ConfigError
+from pin_chessboard_pipelines.store.engine import libpq_url, with_database
 
 
 def _pgserver():
@@ -48,10 +51,6 @@ def stop_postgres(data_dir: Path) -> None:
 def admin_execute(url: str, *statements: str) -> list[tuple]:
     """Runs statements outside a transaction (CREATE / DROP DATABASE, ALTER SYSTEM) on the server of
     `url`; returns the rows of the last one that returns rows."""
-    import psycopg2
-
-    from pin_chessboard_pipelines.store.engine import libpq_url
-
     rows: list[tuple] = []
     conn = psycopg2.connect(libpq_url(url))
     try:
@@ -68,8 +67,6 @@ def admin_execute(url: str, *statements: str) -> list[tuple]:
 
 def ensure_database(url: str, database: str) -> str:
     """Creates `database` on the server of `url` if missing; returns its URL."""
-    from pin_chessboard_pipelines.store.engine import with_database
-
     if not admin_execute(url, f"SELECT 1 FROM pg_database WHERE datname = '{database}'"):
         admin_execute(url, f'CREATE DATABASE "{database}"')
     return with_database(url, database)

@@ -6,6 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
+from pin_chessboard_pipelines.runtime.embedded import ensure_database, start_postgres
 from pin_chessboard_pipelines.settings import PROJECT_ROOT, Settings
 from pin_chessboard_pipelines.store.engine import sqlalchemy_url, with_database
 
@@ -21,8 +22,6 @@ def database_url(settings: Settings) -> str:
     """CHESSBOARD_DATABASE_URL, or the embedded PostgreSQL's `chessboard` database (started if needed)."""
     if settings.database_url:
         return settings.database_url
-    from pin_chessboard_pipelines.runtime.embedded import ensure_database, start_postgres
-
     return ensure_database(start_postgres(embedded_pg_dir(settings)), CHESSBOARD_DB)
 
 
@@ -31,8 +30,6 @@ def dagster_postgres_url(settings: Settings) -> str:
     configured = os.environ.get("DAGSTER_POSTGRES_URL")
     if configured:
         return sqlalchemy_url(configured)
-    from pin_chessboard_pipelines.runtime.embedded import ensure_database
-
     return sqlalchemy_url(ensure_database(with_database(database_url(settings), "postgres"), DAGSTER_DB))
 
 

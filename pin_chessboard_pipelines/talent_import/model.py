@@ -105,8 +105,3 @@ class ImportRun(Protocol):
     def should_stop(self) -> bool: ...
 
     def request_stop(self) -> None: ...
-
-
-def describe(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"[:1024]

@@ -13,13 +13,14 @@ import threading
 import time
 
 from pin_chessboard_pipelines import entities
+from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import IMPORT_ITEMS, IMPORT_PAGE_DURATION, IMPORT_PAGES
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
 from pin_chessboard_pipelines.talent.topics import TalentStage
 from pin_chessboard_pipelines.talent_import import runs
-from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed, describe
+from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed
 from pin_chessboard_pipelines.talent_import.page_cache import PageCache
 from pin_chessboard_pipelines.talent_import.request import Scope
 
@@ -60,7 +61,7 @@ class StageWork:
                 self.error = (
                     error
                     if isinstance(error, StageFailed)
-                    else StageFailed(f"stage {self.stage.name} failed: {describe(error)}")
+                    else StageFailed(f"stage {self.stage.name} failed: {error_line(error)}")
                 )
         self.notify()
 
@@ -157,7 +158,7 @@ class PageWorker:
         IMPORT_PAGES.labels(stage.name, "Failed").inc()
         with session.engine.begin() as conn:
             attempts = runs.record_page_failure(
-                conn, page, describe(error), self.options.retry_seconds, permanent=permanent
+                conn, page, error_line(error), self.options.retry_seconds, permanent=permanent
             )
         log_event(
             log,
@@ -167,12 +168,12 @@ class PageWorker:
             Scope=page.scope or "all",
             Attempts=attempts,
             Permanent=permanent,
-            Error=repr(describe(error)),
+            Error=repr(error_line(error)),
         )
         if permanent or (attempts or 0) >= self.options.page_attempts:
             self.work.fail(
                 StageFailed(
-                    f"stage {stage.name}: page {page.page_no} failed {attempts} time(s): {describe(error)}"
+                    f"stage {stage.name}: page {page.page_no} failed {attempts} time(s): {error_line(error)}"
                 )
             )
 

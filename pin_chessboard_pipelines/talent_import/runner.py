@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
+from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import IMPORT_RUNNING
@@ -29,7 +30,6 @@ from pin_chessboard_pipelines.talent_import.model import (
     ImportOptions,
     StageFailed,
     StageReport,
-    describe,
 )
 from pin_chessboard_pipelines.talent_import.request import RunStatus, TalentInitialImportRequest
 from pin_chessboard_pipelines.talent_import.result import TalentInitialImportResult
@@ -210,7 +210,7 @@ class ImportSession:
                 self.finish(RunStatus.CANCELLED, "interrupted")
                 raise
             except BaseException as e:
-                self.finish(RunStatus.FAILED, describe(e))
+                self.finish(RunStatus.FAILED, error_line(e))
                 raise
             return self.finish(status, error)
         finally:

@@ -13,12 +13,13 @@ import logging
 import threading
 import time
 
+from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGES, IMPORT_THROUGHPUT
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
 from pin_chessboard_pipelines.talent.topics import TalentStage
 from pin_chessboard_pipelines.talent_import import runs
-from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed, StageReport, describe
+from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed, StageReport
 from pin_chessboard_pipelines.talent_import.page_worker import PageWorker, StageWork
 from pin_chessboard_pipelines.talent_import.request import Scope
 
@@ -185,11 +186,11 @@ class StageWalker:
                     Scope=scope_key or "all",
                     Planning=True,
                     Attempt=failures,
-                    Error=repr(describe(e)),
+                    Error=repr(error_line(e)),
                 )
                 if failures >= self.options.page_attempts:
                     raise StageFailed(
-                        f"stage {stage.name}: planning page {page_no} failed {failures} times: {describe(e)}"
+                        f"stage {stage.name}: planning page {page_no} failed {failures} times: {error_line(e)}"
                     ) from None
                 work.sleep(self.options.retry_seconds)
         return False

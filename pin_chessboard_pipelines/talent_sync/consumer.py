@@ -32,7 +32,7 @@ from typing import Any
 from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, TopicPartition
 from sqlalchemy.engine import Engine
 
-from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused
+from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused, error_line
 from pin_chessboard_pipelines.events.relay import OutboxRelay
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.observability.metrics import TALENT_SYNC_LAG, TALENT_SYNC_MESSAGES
@@ -249,9 +249,7 @@ class TalentSync:
                 result.retries += 1
                 self._rewind(batch)
                 if attempts >= self.max_attempts:
-                    raise SyncFailed(
-                        f"a poll batch failed {attempts} times: {type(error).__name__}: {error}"
-                    ) from error
+                    raise SyncFailed(f"a poll batch failed {attempts} times: {error_line(error)}") from error
                 log.warning("talent-sync batch failed (attempt %d): %r; retrying", attempts, error)
                 _sleep_unless(self.retry_backoff * 2 ** (attempts - 1), stop)
                 continue

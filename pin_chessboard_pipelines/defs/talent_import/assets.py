@@ -29,7 +29,7 @@ from pin_chessboard_pipelines.defs.talent_import.session import (
     end_session,
     open_session,
 )
-from pin_chessboard_pipelines.errors import ChessboardError
+from pin_chessboard_pipelines.errors import ChessboardError, error_line
 from pin_chessboard_pipelines.talent.topics import STAGES, TalentStage
 from pin_chessboard_pipelines.talent_import import sessions
 from pin_chessboard_pipelines.talent_import.request import RunStatus
@@ -113,7 +113,7 @@ def materialize_stage(
         end_session(correlation_id, RunStatus.CANCELLED, "cancelled")
         raise
     except BaseException as error:
-        end_session(correlation_id, RunStatus.FAILED, f"{type(error).__name__}: {error}"[:1024])
+        end_session(correlation_id, RunStatus.FAILED, error_line(error))
         raise
     if stage.name == _stages_in_run(context)[-1]:
         end_session(correlation_id, RunStatus.COMPLETED)

@@ -18,6 +18,7 @@ from pin_chessboard_pipelines.defs.singleton import (
     singleton_run_request,
     skip_while_active,
 )
+from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.talent.flag import talent_sync_disabled
 from pin_chessboard_pipelines.talent_sync import SyncResult, TalentSync, group_lag, sync_running
 
@@ -115,7 +116,7 @@ def talent_sync_sensor(
     try:
         lag = group_lag(settings.kafka_bootstrap_servers, timeout=5)
     except Exception as error:  # the broker is down or the topics are missing: try on the next tick
-        return dg.SkipReason(f"the Talent topics cannot be read: {type(error).__name__}: {error}")
+        return dg.SkipReason(f"the Talent topics cannot be read: {error_line(error)}")
     if lag == 0:
         return dg.SkipReason("the consumer group is caught up")
     return singleton_run_request("talent-sync", SINGLETON_VALUE, time.time(), {"lag": lag})
