@@ -67,34 +67,28 @@ class Batch:
             self.touched[project[0]] = project[1]
 
     def report(self, record: TalentRecord) -> None:
-        """Unknown enum values and unresolved references of an applied item: warning + metric."""
-        ctx = self.ctx
+        """Unknown enum values and unresolved references of an applied item: warning + metric
+        (no metric in a DryRun: nothing was stored)."""
         for enum, value in record.unknown_enums:
             self.result.unknown_enums.append((enum, value))
-            log_event(
-                log,
-                logging.WARNING,
-                "unknown-enum-value",
-                Enum=enum,
-                Value=value,
-                ExternalId=record.talent_id,
-                Stage=self.stage,
-                CorrelationId=ctx.correlation_id,
-                DryRun=ctx.dry_run,
-            )
-            if not ctx.dry_run:
+            self._warn(record, "unknown-enum-value", {"Enum": enum, "Value": value})
+            if not self.ctx.dry_run:
                 SYNC_UNKNOWN_ENUM.labels(enum, value).inc()
         for reference in record.unresolved_references:
             self.result.unresolved_references.append(reference)
-            log_event(
-                log,
-                logging.WARNING,
-                "unresolved-reference",
-                Reference=reference,
-                ExternalId=record.talent_id,
-                Stage=self.stage,
-                CorrelationId=ctx.correlation_id,
-                DryRun=ctx.dry_run,
-            )
-            if not ctx.dry_run:
+            self._warn(record, "unresolved-reference", {"Reference": reference})
+            if not self.ctx.dry_run:
                 SYNC_UNRESOLVED_REFERENCE.labels(reference).inc()
+
+    def _warn(self, record: TalentRecord, event: str, fields: dict[str, Any]) -> None:
+        ctx = self.ctx
+        log_event(
+            log,
+            logging.WARNING,
+            event,
+            **fields,
+            ExternalId=record.talent_id,
+            Stage=self.stage,
+            CorrelationId=ctx.correlation_id,
+            DryRun=ctx.dry_run,
+        )
