@@ -6,7 +6,12 @@ Facts only (talent-source.md, chessboard-store.md); behaviour keyed by entity li
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
+
+# PIN ids are deterministic functions of Talent ids (chessboard-store.md, "Replica tables"), so a
+# bootstrap and a streaming sync of the same data produce bit-identical rows.
+PIN_NAMESPACE = uuid.UUID("6f1c8a52-1c0e-5c3e-9d1a-7f0b2c4d6e8a")
 
 
 @dataclass(frozen=True)
@@ -107,3 +112,8 @@ def entity(name: str) -> Entity:
         return BY_NAME[name]
     except KeyError:
         raise ValueError(f"unknown Talent entity {name!r}: expected one of {', '.join(NAMES)}") from None
+
+
+def pin_id(entity: str, talent_id: uuid.UUID | str) -> uuid.UUID:
+    """The PIN id of a Talent id; `entity` is the talent-source.md name (developer .. propertyObject)."""
+    return uuid.uuid5(PIN_NAMESPACE, f"{entity}:{str(talent_id).lower()}")

@@ -8,7 +8,6 @@ numbers (prices and areas fit the 15 significant digits a double keeps exactly).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -16,6 +15,7 @@ from uuid import UUID
 
 from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.entities import ENTITIES
+from pin_chessboard_pipelines.store.handbook_replica import Handbook
 
 CONTRACT_VERSION = 1
 
@@ -63,34 +63,6 @@ def _range(low: Any, high: Any) -> dict[str, Any] | None:
     if low is None and high is None:
         return None
     return {"min": json_value(low), "max": json_value(high)}
-
-
-@dataclass(frozen=True)
-class Handbook:
-    """The handbook replica's display snapshots, keyed by id (loaded once per job)."""
-
-    countries: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
-    regions: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
-    cities: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
-    currencies: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
-
-    def country_snapshot(self, country_id: int) -> dict[str, Any] | None:
-        row = self.countries.get(country_id)
-        return None if row is None else {"id": country_id, "name": row["name"], "isoCode": row["iso_code"]}
-
-    def region_snapshot(self, region_id: int | None) -> dict[str, Any] | None:
-        row = None if region_id is None else self.regions.get(region_id)
-        return None if row is None else {"id": region_id, "name": row["name"]}
-
-    def city_snapshot(self, city_id: int | None) -> dict[str, Any] | None:
-        row = None if city_id is None else self.cities.get(city_id)
-        return None if row is None else {"id": city_id, "name": row["name"]}
-
-    def currency_snapshot(self, currency_id: int) -> dict[str, Any] | None:
-        row = self.currencies.get(currency_id)
-        if row is None:
-            return None
-        return {"id": currency_id, "isoCode": row["iso_code"], "name": row["name"], "sign": row["sign"]}
 
 
 def developer_upserted(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,16 +2,47 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.store.tables import (
     handbook_cities,
     handbook_countries,
     handbook_currencies,
     handbook_regions,
 )
+
+
+@dataclass(frozen=True)
+class Handbook:
+    """The handbook replica's display snapshots, keyed by id (loaded once per job)."""
+
+    countries: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    regions: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    cities: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    currencies: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+
+    def country_snapshot(self, country_id: int) -> dict[str, Any] | None:
+        row = self.countries.get(country_id)
+        return None if row is None else {"id": country_id, "name": row["name"], "isoCode": row["iso_code"]}
+
+    def region_snapshot(self, region_id: int | None) -> dict[str, Any] | None:
+        row = None if region_id is None else self.regions.get(region_id)
+        return None if row is None else {"id": region_id, "name": row["name"]}
+
+    def city_snapshot(self, city_id: int | None) -> dict[str, Any] | None:
+        row = None if city_id is None else self.cities.get(city_id)
+        return None if row is None else {"id": city_id, "name": row["name"]}
+
+    def currency_snapshot(self, currency_id: int) -> dict[str, Any] | None:
+        row = self.currencies.get(currency_id)
+        if row is None:
+            return None
+        return {"id": currency_id, "isoCode": row["iso_code"], "name": row["name"], "sign": row["sign"]}
 
 
 def load_handbook(conn: Connection) -> Handbook:

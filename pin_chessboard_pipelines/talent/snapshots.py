@@ -26,9 +26,9 @@ from typing import Any
 from uuid import UUID
 
 from pin_chessboard_pipelines.entities import NAMES as ENTITIES
+from pin_chessboard_pipelines.entities import PIN_NAMESPACE
 from pin_chessboard_pipelines.errors import SYNC_UNKNOWN_REFERENCE, SYNC_VALIDATION_FAILED
-from pin_chessboard_pipelines.events.payloads import Handbook
-from pin_chessboard_pipelines.replica.ids import PIN_NAMESPACE
+from pin_chessboard_pipelines.store.handbook_replica import Handbook
 
 # Enums (talent-source.md, "Enums"): field -> (metric label, values, fallback).
 PROJECT_TYPES = ("ResidentialComplex", "ApartHotel", "Hotel", "Villa")
@@ -64,7 +64,7 @@ _NAMESPACE_BYTES = PIN_NAMESPACE.bytes
 
 
 def pin_id_text(entity: str, talent_id: str) -> str:
-    """replica/ids.pin_id as a canonical string, for a canonical Talent id string (uuid5 by hand:
+    """entities.pin_id as a canonical string, for a canonical Talent id string (uuid5 by hand:
     the same SHA-1, version and variant bits, without the uuid.UUID round trips)."""
     digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + f"{entity}:{talent_id}".encode()).digest()[:16])
     digest[6] = (digest[6] & 0x0F) | 0x50

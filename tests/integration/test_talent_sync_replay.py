@@ -7,8 +7,8 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from pin_chessboard_pipelines.entities import pin_id
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
-from pin_chessboard_pipelines.replica.ids import pin_id
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec

@@ -6,9 +6,8 @@ import uuid
 
 import sqlalchemy as sa
 
-from pin_chessboard_pipelines.entities import ENTITIES
+from pin_chessboard_pipelines.entities import ENTITIES, pin_id
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult, apply_snapshots
-from pin_chessboard_pipelines.replica.ids import pin_id
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pin_chessboard_pipelines.entities import pin_id
 from pin_chessboard_pipelines.errors import SYNC_UNKNOWN_REFERENCE, SYNC_VALIDATION_FAILED
 from pin_chessboard_pipelines.events.payloads import Handbook
-from pin_chessboard_pipelines.replica.ids import pin_id
 from pin_chessboard_pipelines.store import handbook as reference
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
