@@ -155,17 +155,12 @@ def test_a_2000_item_page_is_served_quickly(talent_sim, http):
 # --- CLI ------------------------------------------------------------------------------------------
 
 CLI = [sys.executable, "-m", "pin_chessboard_pipelines.cli", "talent-sim"]
-needs_cli = pytest.mark.skipif(
-    not (ROOT / "pin_chessboard_pipelines" / "cli.py").exists(),
-    reason="the pin-chessboard CLI is not there yet",
-)
 
 
 def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), **extra}
 
 
-@needs_cli
 def test_cli_serve_answers_then_stops_on_sigterm(http):
     port = free_port()
     proc = subprocess.Popen(
@@ -198,7 +193,6 @@ def test_cli_serve_answers_then_stops_on_sigterm(http):
         proc.stderr.close()
 
 
-@needs_cli
 @pytest.mark.parametrize(
     "arguments",
     [
