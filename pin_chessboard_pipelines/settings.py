@@ -41,6 +41,9 @@ class Settings:
     recalc_batch_size: int
     recalc_poison_attempts: int
     outbox_retention_seconds: int
+    # traces: where spans go (None = nowhere; README "Traces"); the SDK reads the other OTEL_* itself
+    otel_traces_endpoint: str | None = None
+    otel_sdk_disabled: bool = False
 
     def __repr__(self) -> str:  # never print the token
         token = "***" if self.talent_api_token else None
@@ -111,6 +114,24 @@ def _bootstrap(raw: str) -> str:
     return raw
 
 
+def _otlp_protocol(raw: str) -> str:
+    if raw != "http/protobuf":  # the one OTLP exporter installed (observability/tracing.py)
+        raise ValueError(raw)
+    return raw
+
+
+def _otel_traces_endpoint(env: Mapping[str, str]) -> str | None:
+    """OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces (the
+    OTLP/HTTP rules of the OpenTelemetry specification)."""
+    for name in ("OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"):
+        _parse(env, name, "http/protobuf", _otlp_protocol, "http/protobuf")
+    traces = _parse(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None, _http_url, "an http(s):// URL")
+    if traces is not None:
+        return traces
+    base = _parse(env, "OTEL_EXPORTER_OTLP_ENDPOINT", None, _http_url, "an http(s):// URL")
+    return None if base is None else base + "/v1/traces"
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     state_dir = Path(env.get("PIN_CHESSBOARD_STATE_DIR") or PROJECT_ROOT / ".state").resolve()
@@ -156,6 +177,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             _int_in(0, 10**9),
             "an integer >= 0 (seconds)",
         ),
+        otel_traces_endpoint=_otel_traces_endpoint(env),
+        otel_sdk_disabled=_parse(env, "OTEL_SDK_DISABLED", False, _bool, "true or false"),
     )
 
 

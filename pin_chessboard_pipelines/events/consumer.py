@@ -9,7 +9,8 @@ Delivery is at least once with per-key order (chessboard-store.md, "Events"; see
    that aggregate on that topic is skipped (a replay, or an older snapshot arriving late).
 
 `EventProjection` is those two rules over an in-memory "replica"; `read_events` reads topics from
-the beginning without a consumer group (the tests and the README use both).
+the beginning without a consumer group (the tests and the README use both). Applying an event
+continues the writer's trace: a `process` span whose parent is the message's `traceparent`.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, TopicPartition
+from opentelemetry.trace import SpanKind
 
+from pin_chessboard_pipelines.events.outbox import TRACEPARENT
 from pin_chessboard_pipelines.events.topics_admin import contract_topics, end_offsets, probe_consumer
+from pin_chessboard_pipelines.observability import tracing
 
 APPLIED = "applied"
 DUPLICATE = "duplicate"
@@ -79,6 +83,25 @@ class EventProjection:
     counts: dict[str, int] = field(default_factory=lambda: {APPLIED: 0, DUPLICATE: 0, STALE: 0})
 
     def apply(self, event: ChessboardEvent) -> str:
+        with tracing.span(
+            f"process {event.topic}",
+            {
+                "messaging.system": "kafka",
+                "messaging.operation.type": "process",
+                "messaging.destination.name": event.topic,
+                "messaging.destination.partition.id": str(event.partition),
+                "messaging.kafka.offset": event.offset,
+                "messaging.kafka.message.key": event.key,
+                "messaging.message.id": event.headers.get("messageId"),
+            },
+            kind=SpanKind.CONSUMER,
+            parent=tracing.context_from_traceparent(event.headers.get(TRACEPARENT)),
+        ):
+            outcome = self._apply(event)
+            tracing.set_attributes({"pin.event.outcome": outcome})
+            return outcome
+
+    def _apply(self, event: ChessboardEvent) -> str:
         if event.message_id in self.seen_message_ids:
             outcome = DUPLICATE
         else:

@@ -6,13 +6,16 @@ import json
 import os
 import uuid
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from opentelemetry.trace import SpanKind
 from sqlalchemy.engine import Connection
 
 from pin_chessboard_pipelines.events.payloads import CONTRACT_VERSION, EVENT_TYPES, topic_of
+from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.store.cursor import copy_in
 from pin_chessboard_pipelines.store.queries import cursor_queries
 
@@ -26,6 +29,9 @@ HEADER_NAMES = (
     "contractVersion",
     "correlationId",
 )
+# Beside them, the W3C trace context of the writer (README "Traces"): a consumer continues the trace
+# of the import page or recalc project that wrote the event. Only when tracing is on.
+TRACEPARENT = tracing.TRACEPARENT
 
 
 @dataclass(frozen=True)
@@ -70,20 +76,24 @@ class OutboxEvent:
 
 def write_outbox(conn: Connection, events: Sequence[OutboxEvent]) -> int:
     """Writes the events in the caller's transaction; `id` order is their commit order."""
-    return _copy(
-        conn,
-        [
-            _line(
-                str(event.message_id),
-                event.topic,
-                event.aggregate_id,
-                _ENCODER.encode(event.payload),
-                _ENCODER.encode(event.headers()),
-                event.occurred_at.isoformat(),
-            )
-            for event in events
-        ],
-    )
+    if not events:
+        return 0
+    with _write_span(len(events)):
+        trace_headers = _trace_headers()
+        return _copy(
+            conn,
+            [
+                _line(
+                    str(event.message_id),
+                    event.topic,
+                    event.aggregate_id,
+                    _ENCODER.encode(event.payload),
+                    _ENCODER.encode({**event.headers(), **trace_headers}),
+                    event.occurred_at.isoformat(),
+                )
+                for event in events
+            ],
+        )
 
 
 def write_outbox_batch(
@@ -92,19 +102,45 @@ def write_outbox_batch(
     """The same rows for a page-sized batch of (event_type, aggregate id, payload): one occurredAt
     for the batch, message ids from one urandom call and the headers from a template (the
     import's hot path; a test checks the rows equal write_outbox's)."""
+    if not events:
+        return 0
+    with _write_span(len(events)):
+        return _copy(conn, _batch_lines(events, correlation_id))
+
+
+def _batch_lines(events: Sequence[tuple[str, str, dict[str, Any]]], correlation_id: str) -> list[str]:
     occurred_at = datetime.now(UTC).isoformat()
+    trace_header = "".join(f',"{k}":"{v}"' for k, v in _trace_headers().items())
     correlation = _ENCODER.encode(correlation_id)
     lines = []
     for message_id, (event_type, key, payload) in zip(random_uuids(len(events)), events, strict=True):
         headers = (
             f'{{"messageId":"{message_id}","occurredAt":"{occurred_at}","aggregateId":"{key}",'
             f'"aggregateType":"{EVENT_TYPES[event_type][0]}","eventType":"{event_type}",'
-            f'"contractVersion":"{CONTRACT_VERSION}","correlationId":{correlation}}}'
+            f'"contractVersion":"{CONTRACT_VERSION}","correlationId":{correlation}{trace_header}}}'
         )
         lines.append(
             _line(message_id, _TOPICS[event_type], key, _ENCODER.encode(payload), headers, occurred_at)
         )
-    return _copy(conn, lines)
+    return lines
+
+
+def _write_span(rows: int) -> AbstractContextManager[Any]:
+    """The outbox write of a page or project: its context is the one its messages carry."""
+    return tracing.span(
+        "outbox.write",
+        {
+            "messaging.system": "kafka",
+            "messaging.operation.type": "create",
+            "messaging.batch.message_count": rows,
+        },
+        kind=SpanKind.PRODUCER,
+    )
+
+
+def _trace_headers() -> dict[str, str]:
+    traceparent = tracing.current_traceparent()
+    return {TRACEPARENT: traceparent} if traceparent else {}
 
 
 _TOPICS = {event_type: topic_of(event_type) for event_type in EVENT_TYPES}

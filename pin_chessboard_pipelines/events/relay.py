@@ -37,10 +37,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
+from opentelemetry.trace import SpanKind
 from sqlalchemy.engine import Connection, Engine
 
-from pin_chessboard_pipelines.events.outbox import HEADER_NAMES, payload_bytes
+from pin_chessboard_pipelines.events.outbox import HEADER_NAMES, TRACEPARENT, payload_bytes
 from pin_chessboard_pipelines.events.topics_admin import ensure_topics
+from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.metrics import OUTBOX_PUBLISH_ERRORS, OUTBOX_PUBLISHED
 from pin_chessboard_pipelines.store.lock import AdvisoryLock
 from pin_chessboard_pipelines.store.queries import queries
@@ -127,6 +129,8 @@ def row_headers(row: Any) -> list[tuple[str, str | bytes | None]]:
     ]
     if row.extra_headers:
         out.extend(kafka_headers(row.extra_headers))
+    if row.traceparent_header:  # the writer's trace context, as written (README "Traces")
+        out.append((TRACEPARENT, row.traceparent_header.encode()))
     return out
 
 
@@ -303,7 +307,8 @@ class OutboxRelay:
         marks: list[Future] = []
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox-relay-db") as db:
             try:
-                next_rows: Future | None = db.submit(fetch, 0)
+                fetch_traced = tracing.bind(fetch)  # the database thread's spans join this relay's trace
+                next_rows: Future | None = db.submit(fetch_traced, 0)
                 saw_rows = False
                 while next_rows is not None:
                     rows = next_rows.result()
@@ -311,12 +316,12 @@ class OutboxRelay:
                         return "done" if saw_rows else "empty"
                     saw_rows = True
                     result.batches += 1
-                    next_rows = None if over() else db.submit(fetch, rows[-1].id)
+                    next_rows = None if over() else db.submit(fetch_traced, rows[-1].id)
                     acked, failed_ids, error = self._send(rows)
                     held = held_back([(row.id, row.message_key) for row in rows], failed_ids)
                     to_mark = [row_id for row_id in acked if row_id not in held]
                     if to_mark:
-                        marks.append(db.submit(self._mark, conn, rows, to_mark, result))
+                        marks.append(db.submit(tracing.bind(self._mark), conn, rows, to_mark, result))
                     if failed_ids:
                         result.failed_attempts += 1
                         result.last_error = error
@@ -335,7 +340,28 @@ class OutboxRelay:
                     mark.result()
 
     def _send(self, rows: list[Any]) -> tuple[list[int], set[int], str | None]:
-        """Produces one batch and waits for the broker: (acked ids, failed ids, error)."""
+        """Produces one batch and waits for the broker: (acked ids, failed ids, error), in a span
+        linked to the traces that wrote the rows (their messages carry those, not this one)."""
+        if not tracing.tracing_enabled():
+            return self._produce(rows)
+        with tracing.span(
+            "outbox.relay",
+            {
+                "messaging.system": "kafka",
+                "messaging.operation.type": "send",
+                "messaging.batch.message_count": len(rows),
+                "pin.outbox.topics": len({row.topic for row in rows}),
+            },
+            kind=SpanKind.PRODUCER,
+            links=tracing.links_from_traceparents(row.traceparent_header for row in rows),
+        ):
+            acked, failed_ids, error = self._produce(rows)
+            tracing.set_attributes({"pin.outbox.acked": len(acked), "pin.outbox.failed": len(failed_ids)})
+            if error is not None:
+                tracing.record_error(KafkaException(error))
+            return acked, failed_ids, error
+
+    def _produce(self, rows: list[Any]) -> tuple[list[int], set[int], str | None]:
         acked: list[int] = []
         failures: dict[int, str] = {}
 

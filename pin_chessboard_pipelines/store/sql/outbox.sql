@@ -9,7 +9,7 @@ COPY chessboard.outbox_messages (message_id, topic, message_key, payload, header
 -- name: outbox_pending_batch
 -- Pending rows in commit (id) order after :after, up to :upto. The payload comes as JSON text and the
 -- contract headers as columns 4..10 in HEADER_NAMES order (relay.row_headers reads them by position),
--- so the relay does not pay for decoding jsonb into dicts.
+-- so the relay does not pay for decoding jsonb into dicts; so does the writer's W3C traceparent.
 -- Uses ix_outbox_messages_unpublished.
 SELECT id, topic, message_key, payload::text AS payload,
        headers->>'messageId' AS message_id_header,
@@ -20,7 +20,8 @@ SELECT id, topic, message_key, payload::text AS payload,
        headers->>'contractVersion' AS contract_version_header,
        headers->>'correlationId' AS correlation_id_header,
        nullif((headers - ARRAY['messageId', 'occurredAt', 'aggregateId', 'aggregateType', 'eventType',
-                               'contractVersion', 'correlationId'])::text, '{}') AS extra_headers
+                               'contractVersion', 'correlationId', 'traceparent'])::text, '{}') AS extra_headers,
+       headers->>'traceparent' AS traceparent_header
 FROM chessboard.outbox_messages
 WHERE published_at IS NULL AND id > :after AND id <= :upto
 ORDER BY id
