@@ -1,4 +1,5 @@
-"""Benchmark of project-aggregates-recalc (seed 000): drain rate, per-project latency, event lag.
+"""Benchmark of project-aggregates-recalc: drain rate, per-project latency, event lag
+(docs/project-aggregates-recalc.md).
 
     python benchmarks/recalc_bench.py [--projects 10000] [--objects 100] [--workers 1]
                                       [--big-objects 1000] [--iterations 300]
@@ -8,10 +9,10 @@ Uses CHESSBOARD_DATABASE_URL's server (a scratch database is created and dropped
 throw-away embedded PostgreSQL. Figures:
 
 - drain: N dirty projects (fresh replica rows, every aggregate to write and publish) drained by
-  `recalc.drain.drain`, projects/s (target >= 200/s on 2 cores; the seed's tick is 50 rows / 5 s
+  `recalc.drain.drain`, projects/s (target >= 200/s on 2 cores; the documented tick is 50 rows / 5 s
   = 10/s per instance);
 - big project: recalc of one project with --big-objects objects after a one-object edit,
-  p50/p99 of the per-project transaction (target p99 <= 20 ms; seed allows 2 s);
+  p50/p99 of the per-project transaction (target p99 <= 20 ms; the documented SLO is 2 s);
 - lag: edits with the debounced enqueue while a tick loop evaluates the sensor's query every 5 s
   and drains; lag = first request of a queue row -> commit of its recalc (the oldest coalesced
   event), p50/p99 (target p99 <= debounce + 10 s). The loop runs in this process: a Dagster

@@ -1,4 +1,4 @@
-"""Errors that end a command with one line and an exit code (operations.md, "Exit codes"), every
+"""Errors that end a command with one line and an exit code (README.md#commands), every
 error code, and the one way to turn an exception into one line."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class Refused(ChessboardError):
     """A job refused to start (flag off, lock held, source unavailable, invalid request)."""
 
 
-# Error codes of the seeds.
+# Error codes (docs/talent-initial-import.md#validation-quarantine-and-error-codes).
 IMPORT_SOURCE_UNAVAILABLE = "CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE"
 IMPORT_LOCK_HELD = "CHESSBOARD_IMPORT_LOCK_HELD"
 IMPORT_DISABLED = "CHESSBOARD_IMPORT_DISABLED"

@@ -1,4 +1,4 @@
-"""`pin-chessboard`: parses arguments and calls the same code Dagster calls (operations.md, "Commands").
+"""`pin-chessboard`: parses arguments and calls the same code Dagster calls (README.md#commands).
 
 One module of this package per command group, each with `add_commands(subparsers)`; this module
 only assembles them and turns errors into one line on stderr with the contract's exit codes.

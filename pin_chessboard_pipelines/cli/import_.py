@@ -1,4 +1,4 @@
-"""`pin-chessboard import` (operations.md, "Commands" and "Import result").
+"""`pin-chessboard import` (README.md#commands, docs/talent-initial-import.md#result).
 
 Refusals first, each one line with its code and exit 2: an invalid request, the flag off, the
 source unavailable (TopicReplay included, until its reader exists), the lock held. Then the

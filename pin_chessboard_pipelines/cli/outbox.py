@@ -1,4 +1,4 @@
-"""`pin-chessboard outbox relay [--until-empty]` (operations.md, "Commands")."""
+"""`pin-chessboard outbox relay [--until-empty]` (README.md#commands)."""
 
 from __future__ import annotations
 

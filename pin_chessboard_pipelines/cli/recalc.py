@@ -1,4 +1,4 @@
-"""`pin-chessboard recalc drain|request|reset-poison|audit` (operations.md; docs/project-aggregates-recalc.md#runbook)."""
+"""`pin-chessboard recalc drain|request|reset-poison|audit` (docs/project-aggregates-recalc.md#runbook)."""
 
 from __future__ import annotations
 

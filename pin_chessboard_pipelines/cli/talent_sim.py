@@ -1,4 +1,4 @@
-"""`pin-chessboard talent-sim serve | publish`: the bundled Talent simulator (operations.md, "Commands")."""
+"""`pin-chessboard talent-sim serve | publish`: the bundled Talent simulator (README.md#commands)."""
 
 from __future__ import annotations
 

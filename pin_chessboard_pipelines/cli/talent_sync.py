@@ -1,4 +1,4 @@
-"""`pin-chessboard talent-sync [--until-idle]` (operations.md, "Commands"): the streaming consumer."""
+"""`pin-chessboard talent-sync [--until-idle]` (README.md#commands): the streaming consumer."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One builder per event contract (chessboard-store.md "Events", docs/events.md).
+"""One builder per event contract (docs/events.md#payloads).
 
 Pure functions of a store row (a mapping with the table's column names) and, for projects, the
 handbook replica. JSON-ready values: UUIDs as strings, timestamps RFC 3339, decimals as JSON

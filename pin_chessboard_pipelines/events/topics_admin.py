@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def contract_topics() -> dict[str, int]:
-    """topic -> partitions, chessboard-store.md "Events"."""
+    """topic -> partitions (docs/events.md#topics)."""
     return {topic_of(event_type): partitions for event_type, (_, partitions) in EVENT_TYPES.items()}
 
 

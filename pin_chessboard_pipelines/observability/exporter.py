@@ -1,4 +1,4 @@
-"""`pin-chessboard metrics serve --port P`: the seeds' metrics in Prometheus text format.
+"""`pin-chessboard metrics serve --port P`: the jobs' metrics in Prometheus text format.
 
 Counters and histograms come from every process that ran a job (multi-process files, see
 metrics.py); gauges that describe the store are read from PostgreSQL at each scrape.

@@ -1,4 +1,4 @@
-"""The seeds' metrics, in one registry, exported in Prometheus format by `pin-chessboard metrics serve`.
+"""The jobs' metrics, in one registry, exported in Prometheus format by `pin-chessboard metrics serve`.
 
 Dagster runs are separate processes, so counters use prometheus_client's multi-process mode: every
 process writes to files under PROMETHEUS_MULTIPROC_DIR (default `<state dir>/metrics`), and the
@@ -32,7 +32,7 @@ Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 
 from prometheus_client import Counter, Gauge, Histogram  # noqa: E402
 
-# talent-initial-import (seed 004, "Наблюдаемость")
+# talent-initial-import (docs/talent-initial-import.md#metrics-logs-and-alerts)
 IMPORT_RUNNING = Gauge(
     "chessboard_import_running", "1 while a talent initial import runs", multiprocess_mode="max"
 )
@@ -62,7 +62,7 @@ SYNC_UNRESOLVED_REFERENCE = Counter(
     "chessboard_sync_unresolved_reference_total", "Region/city ids the handbook does not know", ["reference"]
 )
 
-# project-aggregates-recalc (seed 000, "Наблюдаемость")
+# project-aggregates-recalc (docs/project-aggregates-recalc.md#metrics-logs-and-alerts)
 RECALC_PROCESS_DURATION = Histogram(
     "chessboard_recalc_process_duration_seconds",
     "Recalc of one project",
@@ -93,7 +93,7 @@ OUTBOX_PUBLISHED = Counter(
 )
 OUTBOX_PUBLISH_ERRORS = Counter("chessboard_outbox_publish_errors_total", "Failed relay attempts")
 
-# talent-chessboard-sync (streaming consumer; seed 004: consumer lag < 5 min after the hand-over)
+# talent-chessboard-sync (streaming consumer; docs/talent-source.md#streaming-sync)
 TALENT_SYNC_MESSAGES = Counter(
     "chessboard_talent_sync_messages_total",
     "Talent topic messages applied by the streaming sync, by stage and result",

@@ -1,4 +1,4 @@
-"""The aggregate formulas of chessboard-store.md ("Aggregates") as pure functions of row values.
+"""The aggregate formulas (docs/project-aggregates-recalc.md#aggregates) as pure functions of row values.
 
 The recalc itself runs them set-based in SQL (store/sql/recalc.sql, `recalc_project`); these are
 the reference the audit and the property tests compare the store with.

@@ -1,4 +1,4 @@
-"""The runbook's "расхождение денормализации" check: stored aggregates against count/min/max.
+"""The drift check (docs/project-aggregates-recalc.md#audit): stored aggregates against count/min/max.
 
 Used by `pin-chessboard recalc audit` and by the Dagster asset check on `chessboard_aggregates`.
 """

@@ -1,4 +1,4 @@
-"""Debounce arithmetic of the recalc queue (seed 000, "Постановка в очередь (debounce, trailing)").
+"""Debounce arithmetic of the recalc queue (docs/project-aggregates-recalc.md#queue-and-debounce).
 
 The SQL in store/sql/recalc_queue.sql (`enqueue_recalc`) computes the same thing in one statement;
 a test checks that the two agree.

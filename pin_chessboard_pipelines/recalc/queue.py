@@ -1,4 +1,5 @@
-"""Queue reads and the runbook operations on project_recalc_requests (seed 000, "Связанный Runbook")."""
+"""Queue reads and the runbook operations on project_recalc_requests
+(docs/project-aggregates-recalc.md#runbook)."""
 
 from __future__ import annotations
 

@@ -173,7 +173,7 @@ def _parent_rows(
 
 
 def _live_numbers(view: ReplicaView, batch: Batch, decided: list[Item]) -> list[Item]:
-    """A number is unique among the live objects of a building (talent-source.md)."""
+    """A number is unique among the live objects of a building (docs/store.md#replica-tables)."""
     wanted = rules.wanted_numbers(decided)
     taken = view.live_number_holders(sorted(wanted)) if wanted else {}
     kept, rejected = rules.claim_live_numbers(decided, taken)

@@ -79,5 +79,6 @@ REPLICA: dict[str, ReplicaEntity] = {
 
 
 def replica_entity(name: str) -> ReplicaEntity:
-    """The replica side of a talent-source.md entity; ValueError naming the six for any other."""
+    """The replica side of a Talent entity (docs/talent-source.md#snapshots); ValueError naming
+    the six for any other."""
     return REPLICA[entities.entity(name).name]

@@ -31,7 +31,7 @@ class Seen(NamedTuple):
 @dataclass
 class DryRunState:
     """What a DryRun has 'applied' so far, so later stages see parents and duplicate numbers as a
-    real run would (operations.md, "Import result"). Shared by the workers of one run: an apply
+    real run would (docs/talent-initial-import.md#dryrun). Shared by the workers of one run: an apply
     holds `lock` from its first read to its last decision."""
 
     seen: dict[str, dict[str, Seen]] = field(default_factory=dict)  # entity -> Talent id -> row facts

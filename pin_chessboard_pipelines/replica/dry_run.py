@@ -1,5 +1,5 @@
 """A DryRun's view: the replica's rows under what the run has 'applied' so far; records nothing in
-the store (operations.md, "Import result")."""
+the store (docs/talent-initial-import.md#dryrun)."""
 
 from __future__ import annotations
 

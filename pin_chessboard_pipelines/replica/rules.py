@@ -1,4 +1,4 @@
-"""The apply path's decisions, as functions of values (talent-source.md): rounds of repeated ids,
+"""The apply path's decisions, as functions of values (docs/talent-source.md): rounds of repeated ids,
 parents, the version guard, status conflicts, live numbers, change events, DryRun rows.
 
 No I/O: replica/apply.py reads the rows these need and writes what they decide.

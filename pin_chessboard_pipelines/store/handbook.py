@@ -1,4 +1,4 @@
-"""Reference data of the handbook replica (talent-source.md, "Reference ids").
+"""Reference data of the handbook replica (docs/store.md#handbook-replica).
 
 Covers every id the contract names and the simulator emits. Seeded by a migration.
 """

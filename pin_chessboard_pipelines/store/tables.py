@@ -1,7 +1,7 @@
-"""The chessboard store: every table of chessboard-store.md, in schema `chessboard`.
+"""The chessboard store: every table of docs/store.md, in schema `chessboard`.
 
 SQLAlchemy Core only (no ORM). Alembic migrations create exactly this; a test diffs the two.
-Enum columns are strings (varchar) as the seeds ask (`.HasConversion<string>()`).
+Enum values are stored as strings (varchar), docs/store.md#replica-tables.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _ts(name: str, nullable: bool = False, default: bool = True) -> Column:
 
 
 def _replica_columns() -> list[Column]:
-    """Columns every replica row has (chessboard-store.md, "Replica tables")."""
+    """Columns every replica row has (docs/store.md#replica-tables)."""
     return [
         Column("id", UUID(as_uuid=True), primary_key=True),
         Column("external_talent_id", UUID(as_uuid=True), nullable=False, unique=True),
@@ -156,7 +156,7 @@ property_objects = Table(
     Column("status_source", String(32), nullable=False, server_default="TalentSync"),
     Column("price", Numeric),
     Column("total_area", Numeric),
-    # talent-source.md: number is unique among live objects of a building.
+    # A number is unique among the live objects of a building (docs/store.md#replica-tables).
     Index(
         "uq_property_objects_live_number",
         "building_id",
@@ -168,7 +168,7 @@ property_objects = Table(
 
 REPLICA_TABLES = (developers, projects, buildings, layout_groups, layouts, property_objects)
 
-# Handbook replica: reference data the project ships (talent-source.md, "Reference ids").
+# Handbook replica: reference data the project ships (docs/store.md#handbook-replica).
 handbook_countries = Table(
     "handbook_countries",
     metadata,
@@ -202,7 +202,7 @@ handbook_currencies = Table(
     Column("sign", String(8), nullable=False),
 )
 
-# Operational tables (chessboard-store.md, "Operational tables").
+# Operational tables (docs/store.md#operational-tables).
 project_recalc_requests = Table(
     "project_recalc_requests",
     metadata,

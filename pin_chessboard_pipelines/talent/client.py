@@ -1,4 +1,4 @@
-"""HTTP client of the Talent API (talent-source.md, "HTTP API (ApiPull)").
+"""HTTP client of the Talent API (docs/talent-source.md#http-api).
 
 429, 5xx, timeouts, connection errors and malformed bodies are transient: retried with exponential
 backoff and jitter, honouring `Retry-After`; any other 4xx is permanent. Messages name the method

@@ -1,4 +1,4 @@
-"""Talent snapshots (talent-source.md, "Snapshots"): validation and mapping to replica columns.
+"""Talent snapshots (docs/talent-source.md#snapshots): validation and mapping to replica columns.
 
 Pure: a raw snapshot (the decoded JSON object) and the handbook replica in, a `TalentRecord`
 (the replica column values, named as in store/tables.py) or a `SnapshotError` out. The same
@@ -30,7 +30,7 @@ from pin_chessboard_pipelines.entities import PIN_NAMESPACE
 from pin_chessboard_pipelines.errors import SYNC_UNKNOWN_REFERENCE, SYNC_VALIDATION_FAILED
 from pin_chessboard_pipelines.store.handbook_replica import Handbook
 
-# Enums (talent-source.md, "Enums"): field -> (metric label, values, fallback).
+# Enums (docs/talent-source.md#enums-and-references): field -> (metric label, values, fallback).
 PROJECT_TYPES = ("ResidentialComplex", "ApartHotel", "Hotel", "Villa")
 PROJECT_CLASSES = ("Standard", "Comfort", "Business", "Premium", "Elite")
 CONSTRUCTION_STATUSES = ("Planned", "UnderConstruction", "Commissioned", "Delivered")
@@ -324,7 +324,8 @@ def _project(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
         raise _Invalid(f"countryId: {country} is not in the handbook", SYNC_UNKNOWN_REFERENCE)
     if currency not in handbook.currencies:
         raise _Invalid(f"currencyId: {currency} is not in the handbook", SYNC_UNKNOWN_REFERENCE)
-    # Region and city resolve independently: an unknown one is stored as NULL (talent-source.md).
+    # Region and city resolve independently: an unknown one is stored as NULL
+    # (docs/talent-source.md#enums-and-references).
     unresolved = []
     if region is not None and region not in handbook.regions:
         unresolved.append("regionId")

@@ -1,4 +1,4 @@
-"""The `pin-chessboard` command line: exit codes and one-line errors (operations.md)."""
+"""The `pin-chessboard` command line: exit codes and one-line errors (README.md#commands)."""
 
 from __future__ import annotations
 

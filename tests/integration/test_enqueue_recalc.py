@@ -1,4 +1,5 @@
-"""The debounced enqueue (seed 000): SQL agrees with the pure arithmetic."""
+"""The debounced enqueue (docs/project-aggregates-recalc.md#queue-and-debounce): SQL agrees with
+the pure arithmetic."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The import's test table (docs/talent-initial-import.md) with the real apply path: what a
-bootstrap leaves in the replica, the quarantine, the outbox and the recalc queue (talent-source.md,
-chessboard-store.md)."""
+bootstrap leaves in the replica, the quarantine, the outbox and the recalc queue (docs/talent-source.md,
+docs/store.md)."""
 
 from __future__ import annotations
 

@@ -187,7 +187,7 @@ def test_republish_after_recalc_arrives_with_a_higher_version(engine, kafka_boot
         StoreBuilder(conn).request(project)  # due now
     relay_pending(engine, kafka_bootstrap)
 
-    drained = drain(engine, correlation_id="recalc-run")  # project-aggregates-recalc (seed 000)
+    drained = drain(engine, correlation_id="recalc-run")  # docs/project-aggregates-recalc.md
     assert drained.recalculated == 1
     relay_after_commit(engine, kafka_bootstrap)  # the fast path after the drain's commits
 

@@ -1,4 +1,4 @@
-"""`pin-chessboard recalc …`: the runbook as commands (operations.md)."""
+"""`pin-chessboard recalc …`: the runbook as commands (docs/project-aggregates-recalc.md#runbook)."""
 
 from __future__ import annotations
 

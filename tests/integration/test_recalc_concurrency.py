@@ -1,4 +1,4 @@
-"""Two drains at once, and a request arriving mid-drain (seed 000, "Concurrency", step 1)."""
+"""Two drains at once, and a request arriving mid-drain (docs/project-aggregates-recalc.md#drain)."""
 
 from __future__ import annotations
 

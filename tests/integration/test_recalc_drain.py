@@ -1,4 +1,4 @@
-"""The drain of seed 000 against a real PostgreSQL: every row of the seed's "Тесты" table."""
+"""The drain (docs/project-aggregates-recalc.md#drain) against a real PostgreSQL, case by case."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The frozen JSON shape of every pin.chessboard event (chessboard-store.md "Events", seed 003).
+"""The frozen JSON shape of every pin.chessboard event (docs/events.md#payloads).
 
 A change of a field name, a removed field or a changed JSON type fails here: that is a breaking
-change of ContractVersion 1 (seed 003, "Версионирование и совместимость").
+change of ContractVersion 1 (docs/events.md#versioning).
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ def roundtrip(payload: dict[str, Any]) -> dict[str, Any]:
     return json.loads(payload_bytes(payload))
 
 
-# -- project-upserted (seed 003) ------------------------------------------------------------
+# -- project-upserted (docs/events.md#project-upserted) ------------------------------------------------------
 
 
 def test_project_upserted_has_exactly_the_24_fields_of_seed_003():

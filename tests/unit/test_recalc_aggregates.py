@@ -1,4 +1,4 @@
-"""The aggregate formulas of chessboard-store.md as pure functions."""
+"""The aggregate formulas (docs/project-aggregates-recalc.md#aggregates) as pure functions."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
--- project-aggregates-recalc (seed 000): the drain side of the queue, the set-based recompute,
--- the runbook operations, the audit and the gauges the exporter reads.
--- Aggregate formulas: chessboard-store.md, "Aggregates".
+-- project-aggregates-recalc (docs/project-aggregates-recalc.md): the drain side of the queue, the
+-- set-based recompute, the runbook operations, the audit and the gauges the exporter reads.
+-- Aggregate formulas: docs/project-aggregates-recalc.md#aggregates.
 
 -- name: select_due_batch
 -- Up to batch_size due rows, oldest DueAt first. SKIP LOCKED leaves out rows another drain is
@@ -37,7 +37,8 @@ FOR UPDATE OF r SKIP LOCKED
 -- layouts, write only rows whose values differ, bump version/updated_at there, delete the queue
 -- row, and return the changed project/layout/layout-group rows (JSON text) for the outbox.
 -- Buildings: counters and updated_at only; their counters are outside the published building
--- snapshot (seed 000, step 6), and `version` counts published changes (chessboard-store.md).
+-- snapshot, and `version` counts published changes
+-- (docs/project-aggregates-recalc.md#republish-only-on-change).
 -- An archived or deleted project matches no `live` row: nothing is written but the queue row.
 WITH live AS (
     SELECT id
@@ -147,7 +148,8 @@ UNION ALL
 SELECT 'dequeued', count(*)::text FROM dequeued
 
 -- name: dequeue_project
--- Archived or deleted project: the row goes, nothing else changes (seed 000, step 2).
+-- Archived or deleted project: the row goes, nothing else changes
+-- (docs/project-aggregates-recalc.md#one-transaction-per-project).
 DELETE FROM chessboard.project_recalc_requests
 WHERE project_id = :project_id
 RETURNING requested_count

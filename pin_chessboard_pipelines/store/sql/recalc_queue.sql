@@ -1,4 +1,4 @@
--- The recalc queue of seed 000 (project-aggregates-recalc), enqueue side.
+-- The recalc queue (docs/project-aggregates-recalc.md#queue-and-debounce), enqueue side.
 
 -- name: enqueue_recalc
 -- Debounced trailing upsert: new row -> due = now + debounce; existing row ->

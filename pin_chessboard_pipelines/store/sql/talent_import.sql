@@ -1,4 +1,4 @@
--- The talent initial import of seed 004 (talent-initial-import): run rows, the page queue, counters.
+-- The talent initial import (docs/talent-initial-import.md): run rows, the page queue, counters.
 -- SQLAlchemy bind style (:name), through queries("talent_import").
 
 -- name: running_runs
@@ -90,7 +90,7 @@ RETURNING id
 
 -- name: claim_page
 -- The first Pending page of the stage by page_no, or one whose lease expired; rows other workers
--- hold are skipped, never waited for (seed 004: ForUpdateSkipLocked, LeaseUntil = now + lease).
+-- hold are skipped, never waited for (docs/talent-initial-import.md#pages-and-leases).
 UPDATE chessboard.talent_import_pages AS p
 SET status = 'InProgress', lease_until = now() + make_interval(secs => :lease_seconds),
     claim_token = :claim_token, updated_at = now()
@@ -157,7 +157,8 @@ WHERE run_id = :run_id
 GROUP BY stage
 
 -- name: stuck_runs
--- Running imports with no page Done for :stuck_seconds (seed 004 alert: running without Done growth).
+-- Running imports with no page Done for :stuck_seconds
+-- (docs/talent-initial-import.md#metrics-logs-and-alerts).
 SELECT r.id, r.correlation_id, r.started_at,
        COALESCE(max(p.updated_at) FILTER (WHERE p.status = 'Done'), r.started_at) AS last_progress_at
 FROM chessboard.talent_import_runs AS r

@@ -19,7 +19,7 @@ depends_on = None
 
 def upgrade() -> None:
     # A page row records where the walk goes on after it, so a resumed run plans on from the last
-    # recorded page instead of walking the source again (seed 004, "Идемпотентность И Retry").
+    # recorded page instead of walking the source again (docs/talent-initial-import.md#resume).
     op.add_column(
         "talent_import_pages", sa.Column("next_cursor", sa.Text(), nullable=True), schema="chessboard"
     )
