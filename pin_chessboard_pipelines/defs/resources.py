@@ -12,6 +12,7 @@ import dagster as dg
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.events.relay import relay_after_commit
+from pin_chessboard_pipelines.observability.tracing import configure_tracing
 from pin_chessboard_pipelines.runtime.services import database_url
 from pin_chessboard_pipelines.settings import Settings, load_settings
 from pin_chessboard_pipelines.store.engine import get_engine
@@ -24,6 +25,10 @@ class ChessboardResource(dg.ConfigurableResource):
     """
 
     database_url: str | None = None
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Once per process that runs a job or a sensor with this resource: traces (README "Traces")."""
+        configure_tracing(self.settings)
 
     @cached_property
     def settings(self) -> Settings:

@@ -7,6 +7,7 @@ from uuid import UUID
 
 from sqlalchemy.engine import Connection
 
+from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason
 from pin_chessboard_pipelines.store.queries import queries
 
@@ -29,15 +30,16 @@ def enqueue_recalc(
     if not unique:
         return 0
     ids = sorted(unique)
-    conn.execute(
-        queries("recalc_queue")["enqueue_recalc"],
-        {
-            "project_ids": [str(p) for p in ids],
-            "tenant_ids": [str(unique[p]) for p in ids],
-            "reason": str(reason),
-            "debounce": float(debounce_seconds),
-            "cap": float(cap_seconds),
-            "force": force,
-        },
-    )
+    with tracing.span("recalc.request", {"pin.recalc.projects": len(ids), "pin.recalc.reason": str(reason)}):
+        conn.execute(
+            queries("recalc_queue")["enqueue_recalc"],
+            {
+                "project_ids": [str(p) for p in ids],
+                "tenant_ids": [str(unique[p]) for p in ids],
+                "reason": str(reason),
+                "debounce": float(debounce_seconds),
+                "cap": float(cap_seconds),
+                "force": force,
+            },
+        )
     return len(ids)
