@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import text  # noqa: E402
 
+from pin_chessboard_pipelines.entities import ENTITIES  # noqa: E402
 from pin_chessboard_pipelines.replica.apply import ApplyContext, apply_snapshots  # noqa: E402
 from pin_chessboard_pipelines.runtime.embedded import ensure_database  # noqa: E402
 from pin_chessboard_pipelines.store.engine import get_engine, with_database  # noqa: E402
@@ -43,7 +44,6 @@ from pin_chessboard_pipelines.store.migrate import upgrade  # noqa: E402
 from pin_chessboard_pipelines.talent.simulator import dataset  # noqa: E402
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec  # noqa: E402
 from pin_chessboard_pipelines.talent.snapshots import parse_snapshot  # noqa: E402
-from pin_chessboard_pipelines.talent.topics import STAGES  # noqa: E402
 
 DATABASE = "chessboard_apply_bench"
 COPY_TABLE = "public.property_objects_copy"
@@ -150,10 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         run_id=uuid.uuid4(),
         stage="PropertyObjects",
     )
-    for stage in STAGES[:-1]:
+    for stage in ENTITIES[:-1]:
         items = list(dataset.iter_items(spec, stage.collection))
         with engine.begin() as conn:
-            apply_snapshots(conn, stage.entity, items, ctx)
+            apply_snapshots(conn, stage.name, items, ctx)
     objects = list(dataset.iter_items(spec, "property-objects"))[:total]
     pages = [objects[i : i + args.objects] for i in range(0, total, args.objects)]
     print(

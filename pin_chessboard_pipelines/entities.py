@@ -97,6 +97,9 @@ PROPERTY_OBJECT = _entity(
 
 ENTITIES: tuple[Entity, ...] = (DEVELOPER, PROJECT, BUILDING, LAYOUT_GROUP, LAYOUT, PROPERTY_OBJECT)
 NAMES: tuple[str, ...] = tuple(e.name for e in ENTITIES)
+STAGE_NAMES: tuple[str, ...] = tuple(e.stage for e in ENTITIES)
+COLLECTIONS: tuple[str, ...] = tuple(e.collection for e in ENTITIES)
+TOPICS: tuple[str, ...] = tuple(e.topic for e in ENTITIES)
 
 BY_NAME: dict[str, Entity] = {e.name: e for e in ENTITIES}
 BY_STAGE: dict[str, Entity] = {e.stage: e for e in ENTITIES}

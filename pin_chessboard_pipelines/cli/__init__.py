@@ -24,6 +24,7 @@ from pin_chessboard_pipelines.cli import (
 )
 from pin_chessboard_pipelines.cli.arguments import OneLineParser
 from pin_chessboard_pipelines.errors import EXIT_FAILED, ChessboardError, error_line
+from pin_chessboard_pipelines.observability.tracing import configure_tracing
 from pin_chessboard_pipelines.settings import load_settings
 
 # The command groups, in the order of `--help`.
@@ -49,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
-        load_settings()  # every variable is checked before any command runs
+        configure_tracing(load_settings())  # every variable is checked before any command runs
         return int(args.func(args) or 0)
     except ChessboardError as error:
         print(error.line(), file=sys.stderr)

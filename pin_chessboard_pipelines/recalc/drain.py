@@ -9,6 +9,7 @@ Between projects the loop checks `should_stop` and the time budget; a project is
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, ParamSpec
 from uuid import UUID
 
 from sqlalchemy.engine import Connection, Engine
@@ -30,7 +31,7 @@ from pin_chessboard_pipelines.errors import RECALC_POISON, error_line
 from pin_chessboard_pipelines.events import payloads
 from pin_chessboard_pipelines.events.outbox import OutboxEvent, write_outbox
 from pin_chessboard_pipelines.events.payloads import Handbook
-from pin_chessboard_pipelines.observability import metrics
+from pin_chessboard_pipelines.observability import metrics, tracing
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
 from pin_chessboard_pipelines.store.queries import queries
 
@@ -108,6 +109,53 @@ class DrainResult:
         }
 
 
+# -- traces (README "Traces"): a span per drain and, under it, one per project -----------------
+
+P = ParamSpec("P")
+
+
+def _traced_drain(fn: Callable[P, DrainResult]) -> Callable[P, DrainResult]:
+    @functools.wraps(fn)
+    def traced(*args: P.args, **kwargs: P.kwargs) -> DrainResult:
+        if not tracing.tracing_enabled():
+            return fn(*args, **kwargs)
+        kwargs["correlation_id"] = kwargs.get("correlation_id") or str(uuid.uuid4())
+        with tracing.span("recalc.drain", {"pin.correlation_id": kwargs["correlation_id"]}) as span:
+            result = fn(*args, **kwargs)
+            span.set_attributes(
+                {
+                    "pin.recalc.recalculated": result.recalculated,
+                    "pin.recalc.skipped_archived": result.skipped_archived,
+                    "pin.recalc.failed": result.failed,
+                    "pin.recalc.batches": result.batches,
+                    "pin.recalc.stopped": result.stopped,
+                }
+            )
+            return result
+
+    return traced
+
+
+def _traced_project(fn: Callable[P, ProjectOutcome]) -> Callable[P, ProjectOutcome]:
+    @functools.wraps(fn)
+    def traced(*args: P.args, **kwargs: P.kwargs) -> ProjectOutcome:
+        if not tracing.tracing_enabled():
+            return fn(*args, **kwargs)
+        project_id = args[1] if len(args) > 1 else kwargs.get("project_id")
+        with tracing.span("recalc.project", {"pin.project.id": project_id}) as span:
+            outcome = fn(*args, **kwargs)
+            span.set_attributes({"pin.recalc.result": outcome.result})
+            if outcome.error is not None:
+                span.set_status(tracing.Status(tracing.StatusCode.ERROR, outcome.error[:200]))
+            return outcome
+
+    return traced
+
+
+# -- the drain ---------------------------------------------------------------------------------
+
+
+@_traced_drain
 def drain(
     engine: Engine,
     *,
@@ -196,6 +244,7 @@ def select_due_batch(
         return [p if isinstance(p, UUID) else UUID(str(p)) for p in rows]
 
 
+@_traced_project
 def process_project(
     conn: Connection,
     project_id: UUID,
@@ -237,6 +286,9 @@ def _recalc_in_transaction(
         if claim is None:
             return ProjectOutcome(project_id, "taken")
         coalesced = int(claim["requested_count"])
+        tracing.set_attributes(
+            {"pin.tenant.id": claim["tenant_id"], "pin.recalc.last_reason": claim["last_reason"]}
+        )
         if not claim["live"]:
             conn.execute(q["dequeue_project"], params)
             return ProjectOutcome(project_id, "skipped_archived", coalesced=coalesced)
@@ -313,7 +365,7 @@ def _book_failure(
 
 
 def _observe(outcome: ProjectOutcome, logger: logging.Logger | logging.LoggerAdapter, alerts: Any) -> None:
-    """The seed's logs and metrics for one project."""
+    """The logs and metrics of one project (docs/project-aggregates-recalc.md#metrics-logs-and-alerts)."""
     if outcome.result == "taken":
         return
     metrics.RECALC_COALESCED.inc(outcome.coalesced)

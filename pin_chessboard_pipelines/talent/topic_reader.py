@@ -18,9 +18,10 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from sqlalchemy.engine import Engine
 
+from pin_chessboard_pipelines.entities import TOPICS
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
-from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, TALENT_SYNC_LOCK, TOPICS
+from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, TALENT_SYNC_LOCK
 
 Item = dict[str, Any]
 TOMBSTONE = "__tombstone__"

@@ -12,13 +12,13 @@ import logging
 import threading
 import time
 
-from pin_chessboard_pipelines import entities
+from pin_chessboard_pipelines.entities import Entity
 from pin_chessboard_pipelines.errors import error_line
+from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import IMPORT_ITEMS, IMPORT_PAGE_DURATION, IMPORT_PAGES
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
-from pin_chessboard_pipelines.talent.topics import TalentStage
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed
 from pin_chessboard_pipelines.talent_import.page_cache import PageCache
@@ -30,7 +30,7 @@ log = logging.getLogger("pin_chessboard_pipelines.talent_import")
 class StageWork:
     """The walker and the workers of one stage in this process, and what they share."""
 
-    def __init__(self, session: ImportRun, stage: TalentStage) -> None:
+    def __init__(self, session: ImportRun, stage: Entity) -> None:
         self.session = session
         self.stage = stage
         self.options = session.options
@@ -47,7 +47,7 @@ class StageWork:
             debounce_seconds=self.options.debounce_seconds,
             cap_seconds=self.options.cap_seconds,
             run_id=session.run_id,
-            stage=stage.name,
+            stage=stage.stage,
             dry_run=bool(session.run_row["dry_run"]),
             dry_run_state=session.dry_run_state,
         )
@@ -61,7 +61,7 @@ class StageWork:
                 self.error = (
                     error
                     if isinstance(error, StageFailed)
-                    else StageFailed(f"stage {self.stage.name} failed: {error_line(error)}")
+                    else StageFailed(f"stage {self.stage.stage} failed: {error_line(error)}")
                 )
         self.notify()
 
@@ -98,21 +98,30 @@ class PageWorker:
         try:
             while not work.stopping():
                 with session.engine.begin() as conn:
-                    page = runs.claim_page(conn, session.run_id, self.stage.name, self.options.lease_seconds)
+                    page = runs.claim_page(conn, session.run_id, self.stage.stage, self.options.lease_seconds)
                 if page is None:
                     if work.walk_done.is_set() and self._barrier_reached():
                         return
                     work.wait_for_work()
                     continue
-                self._process(page)
+                with tracing.span(
+                    "talent_import.page",
+                    {
+                        "pin.import.run_id": session.run_id,
+                        "pin.import.stage": self.stage.stage,
+                        "pin.import.page_no": page.page_no,
+                        "pin.import.scope": page.scope or "all",
+                    },
+                ):
+                    self._process(page)
         except BaseException as e:
             work.fail(e)
 
     def _barrier_reached(self) -> bool:
         with self.session.engine.connect() as conn:
-            state = runs.stage_state(conn, self.session.run_id, self.stage.name)
+            state = runs.stage_state(conn, self.session.run_id, self.stage.stage)
         if state.failed:
-            self.work.fail(StageFailed(f"stage {self.stage.name}: {state.failed} page(s) Failed"))
+            self.work.fail(StageFailed(f"stage {self.stage.stage}: {state.failed} page(s) Failed"))
         return state.complete(self.session.scope_keys)
 
     def _process(self, page: runs.ClaimedPage) -> None:
@@ -122,7 +131,7 @@ class PageWorker:
             log,
             logging.DEBUG,
             "page-claimed",
-            **session.log_fields(stage.name, page.page_no),
+            **session.log_fields(stage.stage, page.page_no),
             Scope=page.scope or "all",
         )
         try:
@@ -137,11 +146,11 @@ class PageWorker:
                         log,
                         logging.WARNING,
                         "page-lost",
-                        **session.log_fields(stage.name, page.page_no),
+                        **session.log_fields(stage.stage, page.page_no),
                         Reason="the claim was taken over",
                     )
                     return
-                result = session.apply_items(conn, stage.entity, items, self.work.context)
+                result = session.apply_items(conn, stage.name, items, self.work.context)
                 runs.complete_page(conn, page, len(items), result)
         except TalentCancelled:
             with session.engine.begin() as conn:
@@ -155,7 +164,8 @@ class PageWorker:
 
     def _record_failure(self, page: runs.ClaimedPage, error: Exception, permanent: bool) -> None:
         session, stage = self.session, self.stage
-        IMPORT_PAGES.labels(stage.name, "Failed").inc()
+        tracing.record_error(error)
+        IMPORT_PAGES.labels(stage.stage, "Failed").inc()
         with session.engine.begin() as conn:
             attempts = runs.record_page_failure(
                 conn, page, error_line(error), self.options.retry_seconds, permanent=permanent
@@ -164,7 +174,7 @@ class PageWorker:
             log,
             logging.WARNING,
             "page-failed",
-            **session.log_fields(stage.name, page.page_no),
+            **session.log_fields(stage.stage, page.page_no),
             Scope=page.scope or "all",
             Attempts=attempts,
             Permanent=permanent,
@@ -173,14 +183,23 @@ class PageWorker:
         if permanent or (attempts or 0) >= self.options.page_attempts:
             self.work.fail(
                 StageFailed(
-                    f"stage {stage.name}: page {page.page_no} failed {attempts} time(s): {error_line(error)}"
+                    f"stage {stage.stage}: page {page.page_no} failed {attempts} time(s): {error_line(error)}"
                 )
             )
 
     def _account(self, page: runs.ClaimedPage, result: ApplyResult, planned: int, elapsed_ms: float) -> None:
         session, stage = self.session, self.stage
-        aggregate = entities.BY_STAGE[stage.name].aggregate_type  # label of chessboard_import_items_total
-        IMPORT_PAGES.labels(stage.name, "Done").inc()
+        aggregate = stage.aggregate_type  # label of chessboard_import_items_total
+        tracing.set_attributes(
+            {
+                "pin.import.items": planned,
+                "pin.import.applied": result.applied,
+                "pin.import.skipped": result.skipped,
+                "pin.import.failed": result.failed,
+                "pin.import.events": result.events,
+            }
+        )
+        IMPORT_PAGES.labels(stage.stage, "Done").inc()
         IMPORT_PAGE_DURATION.observe(elapsed_ms)
         for name in ("applied", "skipped", "failed"):
             count = getattr(result, name)
@@ -191,7 +210,7 @@ class PageWorker:
             log,
             logging.INFO,
             "page-applied",
-            **session.log_fields(stage.name, page.page_no),
+            **session.log_fields(stage.stage, page.page_no),
             Scope=page.scope or "all",
             Items=planned,
             Applied=result.applied,

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from sqlalchemy.engine import Engine
 
-from pin_chessboard_pipelines.talent.topics import STAGE_NAMES
+from pin_chessboard_pipelines.entities import STAGE_NAMES
 from pin_chessboard_pipelines.talent_import import runs
 
 WIDTH = 24

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pin_chessboard_pipelines.talent.topics import STAGE_NAMES
+from pin_chessboard_pipelines.entities import STAGE_NAMES
 
 COUNTERS = ("planned", "applied", "skipped", "failed")
 

@@ -15,14 +15,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
+from pin_chessboard_pipelines.entities import ENTITIES, Entity
 from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.events.payloads import Handbook
+from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import IMPORT_RUNNING
 from pin_chessboard_pipelines.replica.apply import DryRunState, apply_snapshots
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
-from pin_chessboard_pipelines.talent.topics import STAGES, TalentStage
 from pin_chessboard_pipelines.talent_import import runs, stage_runner
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
 from pin_chessboard_pipelines.talent_import.model import (
@@ -68,6 +69,8 @@ class ImportSession:
         self.dry_run_state = DryRunState() if request.dry_run else None
         self.reports: dict[str, StageReport] = {}
         self.walker = True  # False: a worker that joined someone else's run (no lock, no walk)
+        # the root span of this process's share of the run (README "Traces"): open() to close()
+        self.trace_span: tracing.Span = tracing.INVALID_SPAN
 
     # -- identity
 
@@ -141,6 +144,7 @@ class ImportSession:
             self.lock.release()
             raise
         IMPORT_RUNNING.set(1)
+        self._start_trace()
         log_event(
             log,
             logging.INFO,
@@ -162,7 +166,24 @@ class ImportSession:
                 raise ValueError(f"no import run {run_id}")
             self.handbook = load_handbook(conn)
         self.walker = False
+        self._start_trace()
         return self
+
+    def _start_trace(self) -> None:
+        """The import run span; its trace id follows the CorrelationId, so a resumed run (another
+        Dagster run of the same root) adds to the same trace."""
+        self.trace_span = tracing.root_span(
+            "talent_import.run",
+            {
+                "pin.import.run_id": self.run_id,
+                "pin.correlation_id": self.correlation_id,
+                "pin.import.mode": self.run_row["mode"],
+                "pin.import.dry_run": bool(self.run_row["dry_run"]),
+                "pin.import.resumed": self.resumed,
+                "pin.import.walker": self.walker,
+            },
+            trace_key=self.correlation_id,
+        )
 
     def finish(self, status: RunStatus, error: str | None = None) -> TalentInitialImportResult:
         """Run row -> Completed / Failed / Cancelled with its stage counters summed from the pages."""
@@ -171,6 +192,15 @@ class ImportSession:
         self.run = row
         result = runs.result_of(row)
         totals = result.totals
+        self.trace_span.set_attributes(
+            {
+                "pin.import.status": status.value,
+                "pin.import.planned": totals.planned,
+                "pin.import.applied": totals.applied,
+                "pin.import.failed": totals.failed,
+            }
+        )
+        tracing.end_span(self.trace_span, error if status != RunStatus.COMPLETED else None)
         level = logging.INFO if status == RunStatus.COMPLETED else logging.WARNING
         log_event(
             log,
@@ -188,6 +218,7 @@ class ImportSession:
 
     def close(self) -> None:
         """Releases the lock (every case) and the source's connections."""
+        tracing.end_span(self.trace_span)  # a no-op when finish() ended it
         try:
             if self.lock.held:
                 IMPORT_RUNNING.set(0)
@@ -195,7 +226,7 @@ class ImportSession:
         finally:
             self.source.close()
 
-    def run_stages(self, stages: Sequence[TalentStage] = STAGES) -> TalentInitialImportResult:
+    def run_stages(self, stages: Sequence[Entity] = ENTITIES) -> TalentInitialImportResult:
         """Every stage in order, then the run's final status; the lock is released in every case."""
         try:
             status, error = RunStatus.COMPLETED, None
@@ -218,13 +249,27 @@ class ImportSession:
 
     # -- one stage
 
-    def stage_complete(self, stage: TalentStage) -> bool:
+    def stage_complete(self, stage: Entity) -> bool:
         return stage_runner.stage_complete(self, stage)
 
-    def run_stage(self, stage: TalentStage) -> StageReport:
+    def run_stage(self, stage: Entity) -> StageReport:
         """Plans and processes one stage until its barrier: every walk ended, every page Done."""
-        report = stage_runner.run_stage(self, stage)
-        self.reports[stage.name] = report
+        with tracing.span(
+            "talent_import.stage",
+            {"pin.import.run_id": self.run_id, "pin.import.stage": stage.stage},
+            parent=tracing.context_of(self.trace_span),
+        ) as span:
+            report = stage_runner.run_stage(self, stage)
+            span.set_attributes(
+                {
+                    "pin.import.planned": report.counters.planned,
+                    "pin.import.applied": report.counters.applied,
+                    "pin.import.failed": report.counters.failed,
+                    "pin.import.pages": report.pages,
+                    "pin.import.cancelled": report.cancelled,
+                }
+            )
+        self.reports[stage.stage] = report
         return report
 
 

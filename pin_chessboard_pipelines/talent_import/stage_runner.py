@@ -13,11 +13,12 @@ import logging
 import threading
 import time
 
+from pin_chessboard_pipelines.entities import Entity
 from pin_chessboard_pipelines.errors import error_line
+from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGES, IMPORT_THROUGHPUT
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
-from pin_chessboard_pipelines.talent.topics import TalentStage
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed, StageReport
 from pin_chessboard_pipelines.talent_import.page_worker import PageWorker, StageWork
@@ -26,22 +27,28 @@ from pin_chessboard_pipelines.talent_import.request import Scope
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
 
 
-def stage_complete(session: ImportRun, stage: TalentStage) -> bool:
+def stage_complete(session: ImportRun, stage: Entity) -> bool:
     with session.engine.connect() as conn:
-        return runs.stage_state(conn, session.run_id, stage.name).complete(session.scope_keys)
+        return runs.stage_state(conn, session.run_id, stage.stage).complete(session.scope_keys)
 
 
-def run_stage(session: ImportRun, stage: TalentStage) -> StageReport:
+def run_stage(session: ImportRun, stage: Entity) -> StageReport:
     """Plans and processes one stage until its barrier: every walk ended, every page Done."""
     started = time.monotonic()
     work = StageWork(session, stage)
     threads = [
-        threading.Thread(target=PageWorker(work).run, name=f"import-{stage.name}-{i}", daemon=True)
+        # tracing.bind: the threads' page spans are children of this stage's span
+        threading.Thread(
+            target=tracing.bind(PageWorker(work).run), name=f"import-{stage.stage}-{i}", daemon=True
+        )
         for i in range(session.request.workers)
     ]
     if session.walker and not stage_complete(session, stage):
         threads.insert(
-            0, threading.Thread(target=StageWalker(work).run, name=f"import-{stage.name}-walk", daemon=True)
+            0,
+            threading.Thread(
+                target=tracing.bind(StageWalker(work).run), name=f"import-{stage.stage}-walk", daemon=True
+            ),
         )
     else:
         work.walk_done.set()
@@ -59,11 +66,11 @@ def run_stage(session: ImportRun, stage: TalentStage) -> StageReport:
     if work.error is not None:
         raise work.error
     with session.engine.begin() as conn:
-        counters = runs.sum_stage_counters(conn, session.run_id)[stage.name]
-        state = runs.stage_state(conn, session.run_id, stage.name)
+        counters = runs.sum_stage_counters(conn, session.run_id)[stage.stage]
+        state = runs.stage_state(conn, session.run_id, stage.stage)
     complete = state.complete(session.scope_keys)
     report = StageReport(
-        stage=stage.name,
+        stage=stage.stage,
         counters=counters,
         pages=state.pages,
         pages_processed=work.pages_processed,
@@ -77,7 +84,7 @@ def run_stage(session: ImportRun, stage: TalentStage) -> StageReport:
             log,
             logging.INFO,
             "stage-completed",
-            **session.log_fields(stage.name),
+            **session.log_fields(stage.stage),
             Pages=report.pages,
             Planned=counters.planned,
             Applied=counters.applied,
@@ -91,7 +98,7 @@ def run_stage(session: ImportRun, stage: TalentStage) -> StageReport:
             log,
             logging.WARNING,
             "stage-cancelled",
-            **session.log_fields(stage.name),
+            **session.log_fields(stage.stage),
             Pages=state.pages,
             Done=state.done,
         )
@@ -114,9 +121,9 @@ class StageWalker:
                 if not self._walk_scope(scope_key):
                     return
             with session.engine.connect() as conn:
-                planned = runs.stage_state(conn, session.run_id, stage.name)
+                planned = runs.stage_state(conn, session.run_id, stage.stage)
             log_event(
-                log, logging.INFO, "stage-planned", **session.log_fields(stage.name), Pages=planned.pages
+                log, logging.INFO, "stage-planned", **session.log_fields(stage.stage), Pages=planned.pages
             )
         except BaseException as e:
             work.fail(e)
@@ -130,7 +137,7 @@ class StageWalker:
         failures = 0
         while not work.stopping():
             with session.engine.connect() as conn:
-                last = runs.last_planned_page(conn, session.run_id, stage.name, scope_key)
+                last = runs.last_planned_page(conn, session.run_id, stage.stage, scope_key)
             if last is not None and last["is_last"]:
                 return True
             page_no = 0 if last is None else last["page_no"] + 1
@@ -145,7 +152,7 @@ class StageWalker:
                         page_id = runs.insert_page(
                             conn,
                             session.run_id,
-                            stage.name,
+                            stage.stage,
                             scope_key,
                             page_no,
                             planned.cursor,
@@ -153,7 +160,7 @@ class StageWalker:
                             len(items) if items is not None else 0,
                         )
                     if page_id is not None:
-                        IMPORT_PAGES.labels(stage.name, "Planned").inc()
+                        IMPORT_PAGES.labels(stage.stage, "Planned").inc()
                         if items is not None:
                             work.cache.put(page_id, items, work.stopping, self._claimed_elsewhere)
                         work.notify()
@@ -165,7 +172,7 @@ class StageWalker:
                 if walked == 0:  # a source that yields nothing still ends its walk with an empty page
                     with session.engine.begin() as conn:
                         page_id = runs.insert_page(
-                            conn, session.run_id, stage.name, scope_key, page_no, start, None, 0
+                            conn, session.run_id, stage.stage, scope_key, page_no, start, None, 0
                         )
                     if page_id is not None:
                         work.cache.put(page_id, [], work.stopping, self._claimed_elsewhere)
@@ -174,15 +181,15 @@ class StageWalker:
             except TalentCancelled:
                 return False
             except TalentPermanentError as e:
-                raise StageFailed(f"stage {stage.name}: planning failed: {e}") from None
+                raise StageFailed(f"stage {stage.stage}: planning failed: {e}") from None
             except Exception as e:
                 failures += 1
-                IMPORT_PAGES.labels(stage.name, "Failed").inc()
+                IMPORT_PAGES.labels(stage.stage, "Failed").inc()
                 log_event(
                     log,
                     logging.WARNING,
                     "page-failed",
-                    **session.log_fields(stage.name, page_no),
+                    **session.log_fields(stage.stage, page_no),
                     Scope=scope_key or "all",
                     Planning=True,
                     Attempt=failures,
@@ -190,7 +197,7 @@ class StageWalker:
                 )
                 if failures >= self.options.page_attempts:
                     raise StageFailed(
-                        f"stage {stage.name}: planning page {page_no} failed {failures} times: {error_line(e)}"
+                        f"stage {stage.stage}: planning page {page_no} failed {failures} times: {error_line(e)}"
                     ) from None
                 work.sleep(self.options.retry_seconds)
         return False

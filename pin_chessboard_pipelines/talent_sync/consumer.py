@@ -26,25 +26,29 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, TopicPartition
+from opentelemetry.trace import SpanKind
 from sqlalchemy.engine import Engine
 
+from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused, error_line
 from pin_chessboard_pipelines.events.relay import OutboxRelay
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
+from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.metrics import TALENT_SYNC_LAG, TALENT_SYNC_MESSAGES
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
 from pin_chessboard_pipelines.talent.topic_reader import check_topics, decode_message, is_tombstone
-from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, STAGES, TALENT_SYNC_LOCK
+from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, TALENT_SYNC_LOCK
 
 log = logging.getLogger(__name__)
 
-STAGE_INDEX = {stage.topic: i for i, stage in enumerate(STAGES)}
+STAGE_INDEX = {stage.topic: i for i, stage in enumerate(ENTITIES)}
 
 
 @dataclass
@@ -178,9 +182,9 @@ class TalentSync:
                     handbook=handbook,
                     debounce_seconds=self.debounce_seconds,
                     cap_seconds=self.cap_seconds,
-                    stage=stage.name,
+                    stage=stage.stage,
                 )
-                for stage in STAGES
+                for stage in ENTITIES
             }
             consumer = self._consumer = Consumer(
                 {
@@ -243,7 +247,8 @@ class TalentSync:
             if not batch:
                 continue
             try:
-                applied = self._apply(batch, contexts, result)
+                with _batch_span(batch):
+                    applied = self._apply(batch, contexts, result)
             except Exception as error:  # roll back, read the batch again, with backoff
                 attempts += 1
                 result.retries += 1
@@ -300,7 +305,7 @@ class TalentSync:
         return next((stage for stage in range(below) if lag.get(stage, 0) > 0), None)
 
     def _lag_by_stage(self, stages: range | list[int]) -> dict[int, int]:
-        wanted = {STAGES[s].topic for s in stages}
+        wanted = {ENTITIES[s].topic for s in stages}
         partitions = sorted(tp for tp in self._assigned if tp[0] in wanted)
         if not partitions:
             return {}
@@ -314,7 +319,7 @@ class TalentSync:
         return lag
 
     def _lag(self) -> int:
-        total = sum(self._lag_by_stage(list(range(len(STAGES)))).values())
+        total = sum(self._lag_by_stage(list(range(len(ENTITIES)))).values())
         TALENT_SYNC_LAG.set(total)
         return total
 
@@ -331,7 +336,7 @@ class TalentSync:
 
     def _pause(self, stage: int) -> None:
         assert self._consumer is not None
-        topic = STAGES[stage].topic
+        topic = ENTITIES[stage].topic
         self._consumer.pause([TopicPartition(t, p) for t, p in self._assigned if t == topic])
         self._paused.add(stage)
 
@@ -340,7 +345,7 @@ class TalentSync:
         lag = self._lag_by_stage(range(max(self._paused)))
         for stage in sorted(self._paused):
             if all(lag.get(parent, 0) == 0 for parent in range(stage)):
-                topic = STAGES[stage].topic
+                topic = ENTITIES[stage].topic
                 self._consumer.resume([TopicPartition(t, p) for t, p in self._assigned if t == topic])
                 self._paused.discard(stage)
 
@@ -363,11 +368,11 @@ class TalentSync:
         total = ApplyResult()
         applied: list[tuple[str, ApplyResult, int]] = []
         with self.engine.begin() as conn:
-            for stage in STAGES:  # parent -> child
+            for stage in ENTITIES:  # parent -> child
                 items = by_topic.get(stage.topic)
                 if items:
-                    r = apply_topic_items(conn, stage.entity, items, contexts[stage.topic])
-                    applied.append((stage.name, r, sum(1 for i in items if is_tombstone(i))))
+                    r = apply_topic_items(conn, stage.name, items, contexts[stage.topic])
+                    applied.append((stage.stage, r, sum(1 for i in items if is_tombstone(i))))
         for stage_name, r, tombstones in applied:  # counted once the transaction committed
             result.add(stage_name, r, tombstones)
             total.events += r.events
@@ -375,6 +380,9 @@ class TalentSync:
                 if getattr(r, name):
                     TALENT_SYNC_MESSAGES.labels(stage_name, name).inc(getattr(r, name))
         result.messages += len(batch)
+        tracing.set_attributes(
+            {f"pin.sync.{name}": getattr(total, name) for name in ("applied", "failed", "events")}
+        )
         return total
 
     def _commit(self, consumer: Consumer, batch: list[Any]) -> None:
@@ -392,6 +400,26 @@ class TalentSync:
     def _partitions(self) -> set[tuple[str, int]]:
         assert self._probe is not None
         return check_topics(self.bootstrap_servers, self._probe, self.timeout)
+
+
+def _batch_span(batch: list[Any]) -> AbstractContextManager[Any]:
+    """The span of one poll batch (README "Traces"), linked to the contexts its messages carry."""
+    return tracing.span(
+        "talent_sync.batch",
+        {
+            "messaging.system": "kafka",
+            "messaging.operation.type": "process",
+            "messaging.consumer.group.name": CONSUMER_GROUP,
+            "messaging.batch.message_count": len(batch),
+        },
+        kind=SpanKind.CONSUMER,
+        links=tracing.links_from_traceparents(
+            value.decode(errors="replace")
+            for message in batch
+            for name, value in (message.headers() or ())
+            if name == tracing.TRACEPARENT and value
+        ),
+    )
 
 
 def _sleep_unless(seconds: float, stop: Callable[[], bool]) -> None:

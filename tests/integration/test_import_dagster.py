@@ -14,9 +14,9 @@ from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import import config as talent_config
 from pin_chessboard_pipelines.defs.talent_import import session as talent_session
 from pin_chessboard_pipelines.defs.talent_import.definitions import definitions
+from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
-from pin_chessboard_pipelines.talent.topics import STAGES
 from pin_chessboard_pipelines.talent_import import runner, sessions
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
 
@@ -100,7 +100,7 @@ def test_one_run_over_all_partitions_is_one_unfiltered_import(env, engine, db_ur
         checks = [
             e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
         ]
-        assert len(checks) == len(STAGES) and all(c.passed for c in checks)
+        assert len(checks) == len(ENTITIES) and all(c.passed for c in checks)
     assert sessions.get(result.run_id) is None
     with ImportLock(db_url) as lock:  # released with the last stage
         lock.acquire(timeout=0)

@@ -9,10 +9,10 @@ import threading
 
 import sqlalchemy as sa
 
+from pin_chessboard_pipelines.entities import DEVELOPER, ENTITIES, PROPERTY_OBJECT
 from pin_chessboard_pipelines.settings import PROJECT_ROOT
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec, FaultRule
-from pin_chessboard_pipelines.talent.topics import DEVELOPERS, PROPERTY_OBJECTS, STAGES
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.request import RunStatus, build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession
@@ -174,7 +174,7 @@ def test_an_expired_lease_is_reclaimed_and_the_old_claim_cannot_finish(db_url, e
     joined = ImportSession(
         db_url, request, ApiPullSource(sim.url, client_options=CLIENT), options=FAST, apply=ProbeApply()
     )
-    report = joined.attach(run["id"]).run_stage(DEVELOPERS)
+    report = joined.attach(run["id"]).run_stage(DEVELOPER)
     assert not report.cancelled and report.pages_processed == 2
     assert page_statuses(engine, run["id"])["Developers"] == ["Done", "Done"]
 
@@ -188,7 +188,7 @@ def test_workers_of_two_processes_on_one_stage_never_apply_a_page_twice(db_url, 
         db_url, request, ApiPullSource(sim.url, client_options=CLIENT), options=FAST, apply=ProbeApply()
     )
     holder.open()
-    for stage in STAGES[:-1]:
+    for stage in ENTITIES[:-1]:
         holder.run_stage(stage)
     # a second "process": its own session attached to the run, its own threads, no shared memory
     joined = ImportSession(
@@ -196,9 +196,9 @@ def test_workers_of_two_processes_on_one_stage_never_apply_a_page_twice(db_url, 
     )
     joined.attach(holder.run_id)
     reports = {}
-    other = threading.Thread(target=lambda: reports.setdefault("joined", joined.run_stage(PROPERTY_OBJECTS)))
+    other = threading.Thread(target=lambda: reports.setdefault("joined", joined.run_stage(PROPERTY_OBJECT)))
     other.start()
-    reports["holder"] = holder.run_stage(PROPERTY_OBJECTS)
+    reports["holder"] = holder.run_stage(PROPERTY_OBJECT)
     other.join(60)
     result = holder.finish(RunStatus.COMPLETED)
     holder.close()

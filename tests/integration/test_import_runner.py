@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from pin_chessboard_pipelines.defs.talent_import.config import TalentImportConfig
 from pin_chessboard_pipelines.defs.talent_import.session import open_session
+from pin_chessboard_pipelines.entities import ENTITIES, STAGE_NAMES
 from pin_chessboard_pipelines.errors import (
     IMPORT_DISABLED,
     IMPORT_LOCK_HELD,
@@ -25,7 +26,6 @@ from pin_chessboard_pipelines.errors import (
 from pin_chessboard_pipelines.settings import load_settings
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
-from pin_chessboard_pipelines.talent.topics import STAGE_NAMES, STAGES
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
 from tests.support.import_probe import (
     FAST,
@@ -45,7 +45,7 @@ def probe(engine) -> ProbeApply:
 
 
 def _expected_counts(spec: DatasetSpec) -> dict[str, int]:
-    return {stage.name: dataset.count(spec, stage.collection) for stage in STAGES}
+    return {stage.stage: dataset.count(spec, stage.collection) for stage in ENTITIES}
 
 
 def test_empty_source_completes_with_nothing_applied_and_again(db_url, engine, talent_sim, probe):

@@ -15,11 +15,11 @@ import pytest
 import requests
 from confluent_kafka import Consumer, TopicPartition
 
+from pin_chessboard_pipelines.entities import COLLECTIONS, ENTITIES
 from pin_chessboard_pipelines.runtime.embedded import free_port
 from pin_chessboard_pipelines.talent.simulator import dataset as ds
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
-from pin_chessboard_pipelines.talent.topics import COLLECTIONS, STAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = DatasetSpec(developers=2, projects_per_developer=2, buildings_per_project=2, objects_per_project=30)
@@ -236,7 +236,7 @@ def consume_own(
         consumer.assign(
             [
                 TopicPartition(s.topic, p, 0)  # offset 0: from the beginning
-                for s in STAGES
+                for s in ENTITIES
                 for p in metadata.topics[s.topic].partitions
             ]
         )
@@ -256,10 +256,12 @@ def test_publish_writes_every_entity_keyed_by_id_with_tombstones(kafka_bootstrap
     spec = DatasetSpec(seed=int.from_bytes(os.urandom(4), "big"))  # keys of this test only
     objects = ds.count(spec, "property-objects")
     counts = publish_dataset(spec, kafka_bootstrap, tombstone_every=objects)  # exactly one tombstone
-    assert counts == {s.topic: ds.count(spec, s.collection) for s in STAGES}
+    assert counts == {s.topic: ds.count(spec, s.collection) for s in ENTITIES}
     messages = consume_own(kafka_bootstrap, spec, sum(counts.values()))
     assert Counter(topic for topic, _, _ in messages) == counts
-    expected = {ds.entity_id(spec, s.collection, i): s.topic for s in STAGES for i in range(counts[s.topic])}
+    expected = {
+        ds.entity_id(spec, s.collection, i): s.topic for s in ENTITIES for i in range(counts[s.topic])
+    }
     assert {key: topic for topic, key, _ in messages} == expected
     tombstones = [key for _, key, value in messages if value is None]
     assert tombstones == [ds.entity_id(spec, "property-objects", objects - 1)]

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from pin_chessboard_pipelines.entities import COLLECTIONS
 from pin_chessboard_pipelines.talent.client import (
     MAX_BY_IDS,
     TalentApiClient,
@@ -17,7 +18,6 @@ from pin_chessboard_pipelines.talent.client import (
 )
 from pin_chessboard_pipelines.talent.simulator import dataset as ds
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
-from pin_chessboard_pipelines.talent.topics import COLLECTIONS
 
 SPEC = DatasetSpec(developers=2, projects_per_developer=3, buildings_per_project=2, objects_per_project=250)
 TOKEN = "t0k3n-never-printed"

@@ -7,7 +7,7 @@ import threading
 import pytest
 import sqlalchemy as sa
 
-from pin_chessboard_pipelines.entities import pin_id
+from pin_chessboard_pipelines.entities import ENTITIES, PROPERTY_OBJECT, pin_id
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
 from pin_chessboard_pipelines.events.consumer import read_events
 from pin_chessboard_pipelines.events.payloads import PROPERTY_OBJECT_UPSERTED, topic_of
@@ -17,7 +17,6 @@ from pin_chessboard_pipelines.store.tables import REPLICA_TABLES
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
-from pin_chessboard_pipelines.talent.topics import PROPERTY_OBJECTS, STAGES
 from pin_chessboard_pipelines.talent_import.sources import TopicReplaySource
 from pin_chessboard_pipelines.talent_sync import SYNC_LOCK_HELD, SyncFailed, TalentSync
 from tests.support.polling import wait_until
@@ -68,7 +67,7 @@ def test_sync_applies_parents_first_commits_offsets_and_deletes_on_tombstones(en
     first = sync(engine, broker)
 
     assert first.stopped == "idle" and first.messages == sum(published.values())
-    for stage, table in zip(STAGES, REPLICA_TABLES, strict=True):
+    for stage, table in zip(ENTITIES, REPLICA_TABLES, strict=True):
         expected = dataset.count(SPEC, stage.collection) - (
             len(POISONED) if table.name == "property_objects" else 0
         )
@@ -102,8 +101,8 @@ def test_sync_applies_parents_first_commits_offsets_and_deletes_on_tombstones(en
     version = count(engine, "SELECT version FROM chessboard.property_objects WHERE id = :id", id=object_id)
     with engine.begin() as conn:
         conn.execute(sa.text("DELETE FROM chessboard.project_recalc_requests"))
-    produce(broker, PROPERTY_OBJECTS.topic, victim["id"], None)
-    produce(broker, PROPERTY_OBJECTS.topic, "00000000-0000-4000-8000-000000000001", None)  # unknown: no-op
+    produce(broker, PROPERTY_OBJECT.topic, victim["id"], None)
+    produce(broker, PROPERTY_OBJECT.topic, "00000000-0000-4000-8000-000000000001", None)  # unknown: no-op
 
     deleted = sync(engine, broker)
 
@@ -144,7 +143,7 @@ def test_offsets_are_committed_only_after_the_transaction(engine, broker):
         sync(engine, broker, max_attempts=2, retry_backoff=0.05)
 
     offsets = committed_offsets(broker)
-    assert all(offsets[(PROPERTY_OBJECTS.topic, p)] < 0 for p in range(PROPERTY_OBJECTS.partitions))
+    assert all(offsets[(PROPERTY_OBJECT.topic, p)] < 0 for p in range(PROPERTY_OBJECT.partitions))
     assert rows(engine, "property_objects") == 0
     with engine.begin() as conn:
         conn.execute(sa.text("ALTER TABLE chessboard.property_objects DROP CONSTRAINT test_no_rows"))

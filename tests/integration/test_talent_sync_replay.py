@@ -7,14 +7,14 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from pin_chessboard_pipelines.entities import pin_id
+from pin_chessboard_pipelines.entities import ENTITIES, PROPERTY_OBJECT, pin_id
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import ensure_topics, publish_dataset
 from pin_chessboard_pipelines.talent.topic_reader import TOMBSTONE
-from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, PROPERTY_OBJECTS, STAGES
+from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP
 from pin_chessboard_pipelines.talent_import.request import Scope, build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
 from pin_chessboard_pipelines.talent_import.sources.topic_replay import TopicReplaySource, parse_cursor
@@ -63,26 +63,26 @@ def test_replay_of_empty_topics_completes_with_zero(db_url, engine, broker):
     result = replay(db_url, engine, broker)
     assert result.status == "Completed" and result.mode == "TopicReplay"
     assert result.totals.planned == 0 and result.totals.applied == 0
-    assert rows(engine, "talent_import_pages") == len(STAGES)  # one closing page per stage
+    assert rows(engine, "talent_import_pages") == len(ENTITIES)  # one closing page per stage
     assert rows(engine, "outbox_messages") == 0
 
 
 def test_replay_resets_the_group_applies_parents_first_and_a_second_replay_is_a_no_op(db_url, engine, broker):
     publish_dataset(SPEC, broker)
     victim = dataset.item(SPEC, "property-objects", 4)
-    produce(broker, PROPERTY_OBJECTS.topic, victim["id"], None)  # deleted in Talent after the snapshot
+    produce(broker, PROPERTY_OBJECT.topic, victim["id"], None)  # deleted in Talent after the snapshot
     admin = AdminClient({"bootstrap.servers": broker})
     admin.alter_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(CONSUMER_GROUP, [TopicPartition(PROPERTY_OBJECTS.topic, 0, 3)])]
+        [ConsumerGroupTopicPartitions(CONSUMER_GROUP, [TopicPartition(PROPERTY_OBJECT.topic, 0, 3)])]
     )[CONSUMER_GROUP].result(10)
 
     first = replay(db_url, engine, broker, workers=1)
 
     assert first.status == "Completed"
-    assert committed_offsets(broker)[(PROPERTY_OBJECTS.topic, 0)] == 0  # the group was reset
-    for stage in STAGES:
-        planned = dataset.count(SPEC, stage.collection) + (1 if stage is PROPERTY_OBJECTS else 0)
-        assert first.stages[stage.name].planned == planned
+    assert committed_offsets(broker)[(PROPERTY_OBJECT.topic, 0)] == 0  # the group was reset
+    for stage in ENTITIES:
+        planned = dataset.count(SPEC, stage.collection) + (1 if stage is PROPERTY_OBJECT else 0)
+        assert first.stages[stage.stage].planned == planned
     objects = first.stages["PropertyObjects"]
     assert objects.failed == len(POISONED) == rows(engine, "talent_import_failed_items")
     assert objects.applied == OBJECTS - len(POISONED) + 1  # + the tombstone's soft delete
@@ -122,7 +122,7 @@ def test_dry_run_counts_like_a_real_run_and_leaves_the_group_alone(db_url, engin
     publish_dataset(SPEC, broker)
     admin = AdminClient({"bootstrap.servers": broker})
     admin.alter_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(CONSUMER_GROUP, [TopicPartition(PROPERTY_OBJECTS.topic, 0, 3)])]
+        [ConsumerGroupTopicPartitions(CONSUMER_GROUP, [TopicPartition(PROPERTY_OBJECT.topic, 0, 3)])]
     )[CONSUMER_GROUP].result(10)
 
     result = replay(db_url, engine, broker, dry_run=True)
@@ -132,15 +132,15 @@ def test_dry_run_counts_like_a_real_run_and_leaves_the_group_alone(db_url, engin
     assert result.stages["PropertyObjects"].failed == len(POISONED)
     for table in ("developers", "property_objects", "outbox_messages", "talent_import_failed_items"):
         assert rows(engine, table) == 0
-    assert committed_offsets(broker)[(PROPERTY_OBJECTS.topic, 0)] == 3
+    assert committed_offsets(broker)[(PROPERTY_OBJECT.topic, 0)] == 3
 
 
 def test_a_page_read_again_by_its_cursor_holds_the_walks_items(broker):
     publish_dataset(SPEC, broker)
-    produce(broker, PROPERTY_OBJECTS.topic, dataset.item(SPEC, "property-objects", 0)["id"], None)
+    produce(broker, PROPERTY_OBJECT.topic, dataset.item(SPEC, "property-objects", 0)["id"], None)
     source = TopicReplaySource(broker)
     try:
-        pages = list(source.plan_pages(PROPERTY_OBJECTS, Scope(), page_size=4))
+        pages = list(source.plan_pages(PROPERTY_OBJECT, Scope(), page_size=4))
         assert sum(len(p.items) for p in pages) == OBJECTS + 1
         assert sum(1 for p in pages for i in p.items if i.get(TOMBSTONE)) == 1
         for page, following in zip(pages, pages[1:], strict=False):
@@ -149,8 +149,8 @@ def test_a_page_read_again_by_its_cursor_holds_the_walks_items(broker):
             assert 0 < min(start + 4, end) - start <= 4
         assert pages[-1].next_cursor is None
         for page in pages:
-            assert source.fetch_page(PROPERTY_OBJECTS, page.cursor, Scope(), page_size=4) == page.items
-        resumed = list(source.plan_pages(PROPERTY_OBJECTS, Scope(), page_size=4, start=pages[3].cursor))
+            assert source.fetch_page(PROPERTY_OBJECT, page.cursor, Scope(), page_size=4) == page.items
+        resumed = list(source.plan_pages(PROPERTY_OBJECT, Scope(), page_size=4, start=pages[3].cursor))
         assert [p.cursor for p in resumed] == [p.cursor for p in pages[3:]]
         developers = source.developer_ids()
         assert developers == [dataset.item(SPEC, "developers", i)["id"] for i in range(2)]

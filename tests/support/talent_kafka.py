@@ -16,11 +16,12 @@ from typing import Any
 import sqlalchemy as sa
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.events.outbox import HEADER_NAMES
 from pin_chessboard_pipelines.runtime.embedded import admin_execute, free_port, start_tansu
 from pin_chessboard_pipelines.store.engine import get_engine, with_database
 from pin_chessboard_pipelines.store.tables import REPLICA_TABLES
-from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, STAGES
+from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP
 from tests.support.postgres import template_name
 
 # Columns that say when something happened, not what: never equal across two stores.
@@ -65,7 +66,7 @@ def produce(bootstrap: str, topic: str, key: str, value: dict[str, Any] | None) 
 def committed_offsets(bootstrap: str, group: str = CONSUMER_GROUP) -> dict[tuple[str, int], int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        tps = [TopicPartition(s.topic, p) for s in STAGES for p in range(s.partitions)]
+        tps = [TopicPartition(s.topic, p) for s in ENTITIES for p in range(s.partitions)]
         return {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(tps, timeout=10)}
     finally:
         consumer.close()

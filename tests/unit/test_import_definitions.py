@@ -9,13 +9,13 @@ from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import import config as talent_config
 from pin_chessboard_pipelines.defs.talent_import.assets import STAGE_ASSETS
 from pin_chessboard_pipelines.defs.talent_import.definitions import definitions
-from pin_chessboard_pipelines.talent.topics import STAGES
+from pin_chessboard_pipelines.entities import ENTITIES
 
 NAMES = ["developers", "projects", "buildings", "layout_groups", "layouts", "property_objects"]
 
 
 def test_six_partitioned_assets_chained_by_the_stage_barriers():
-    assert [talent_config.asset_name(s) for s in STAGES] == NAMES
+    assert [talent_config.asset_name(s) for s in ENTITIES] == NAMES
     by_key = {a.key: a for a in STAGE_ASSETS}
     assert [k.to_user_string() for k in by_key] == NAMES
     for parent, child in zip(NAMES, NAMES[1:], strict=False):

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from pin_chessboard_pipelines.talent.topics import STAGES
+from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.talent_import.model import StageReport
 from pin_chessboard_pipelines.talent_import.page_cache import PageCache
 from pin_chessboard_pipelines.talent_import.progress import render
@@ -77,7 +77,7 @@ def test_the_progress_line_names_the_stage_being_worked_on():
     }
     line = render(progress)
     assert "stage 3/6 Buildings: 1/4+ pages, 100 items" in line
-    assert render({s.name: _row(1, 1) for s in STAGES}).endswith("6/6 stages done")
+    assert render({s.stage: _row(1, 1) for s in ENTITIES}).endswith("6/6 stages done")
     assert "stage 1/6 Developers: 0/0+ pages" in render({})
 
 

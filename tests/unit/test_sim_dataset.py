@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pin_chessboard_pipelines.entities import COLLECTIONS
 from pin_chessboard_pipelines.store.handbook import CITIES, COUNTRIES, CURRENCIES
 from pin_chessboard_pipelines.talent.simulator import dataset as ds
 from pin_chessboard_pipelines.talent.simulator.dataset import (
@@ -19,7 +20,6 @@ from pin_chessboard_pipelines.talent.simulator.dataset import (
     FaultRule,
     InvalidQuery,
 )
-from pin_chessboard_pipelines.talent.topics import COLLECTIONS
 
 SMALL = DatasetSpec(
     seed=7,

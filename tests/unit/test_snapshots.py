@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pin_chessboard_pipelines.entities import pin_id
+from pin_chessboard_pipelines.entities import ENTITIES, pin_id
 from pin_chessboard_pipelines.errors import SYNC_UNKNOWN_REFERENCE, SYNC_VALIDATION_FAILED
 from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.store import handbook as reference
@@ -26,7 +26,6 @@ from pin_chessboard_pipelines.talent.snapshots import (
     parse_snapshot,
     pin_id_text,
 )
-from pin_chessboard_pipelines.talent.topics import STAGES
 
 HANDBOOK = Handbook(
     countries={r["id"]: r for r in reference.COUNTRIES},
@@ -413,9 +412,9 @@ def test_unknown_entity_is_a_programming_error():
 def test_every_simulator_snapshot_parses():
     """The bundled simulator follows the same contract: its clean dataset has no poison."""
     spec = DatasetSpec.preset("demo")
-    for stage in STAGES:
+    for stage in ENTITIES:
         for raw in dataset.iter_items(spec, stage.collection):
-            assert isinstance(parse_snapshot(stage.entity, raw, HANDBOOK), TalentRecord), raw
+            assert isinstance(parse_snapshot(stage.name, raw, HANDBOOK), TalentRecord), raw
 
 
 def test_simulator_poison_is_detected():

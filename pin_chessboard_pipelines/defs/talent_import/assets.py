@@ -29,8 +29,8 @@ from pin_chessboard_pipelines.defs.talent_import.session import (
     end_session,
     open_session,
 )
+from pin_chessboard_pipelines.entities import ENTITIES, Entity
 from pin_chessboard_pipelines.errors import ChessboardError, error_line
-from pin_chessboard_pipelines.talent.topics import STAGES, TalentStage
 from pin_chessboard_pipelines.talent_import import sessions
 from pin_chessboard_pipelines.talent_import.request import RunStatus
 from pin_chessboard_pipelines.talent_import.runner import ImportSession, StageFailed, StageReport
@@ -41,9 +41,9 @@ def _stages_in_run(context: dg.AssetExecutionContext) -> list[str]:
     selected = context.job_def.asset_layer.selected_asset_keys
     steps = context.run.step_keys_to_execute
     return [
-        stage.name
-        for stage in STAGES
-        if ASSET_KEYS[stage.name] in selected and (steps is None or asset_name(stage) in steps)
+        stage.stage
+        for stage in ENTITIES
+        if ASSET_KEYS[stage.stage] in selected and (steps is None or asset_name(stage) in steps)
     ]
 
 
@@ -76,7 +76,7 @@ def _metadata(session: ImportSession, report: StageReport) -> dict[str, Any]:
 
 def materialize_stage(
     context: dg.AssetExecutionContext,
-    stage: TalentStage,
+    stage: Entity,
     chessboard: ChessboardResource,
     talent_import: TalentImportConfig,
 ) -> dg.MaterializeResult:
@@ -115,12 +115,12 @@ def materialize_stage(
     except BaseException as error:
         end_session(correlation_id, RunStatus.FAILED, error_line(error))
         raise
-    if stage.name == _stages_in_run(context)[-1]:
+    if stage.stage == _stages_in_run(context)[-1]:
         end_session(correlation_id, RunStatus.COMPLETED)
     if report.counters.applied and not session.request.dry_run:
         chessboard.relay_outbox(context.log)
     context.log.info(
-        f"{stage.name}: planned {report.counters.planned}, applied {report.counters.applied}, "
+        f"{stage.stage}: planned {report.counters.planned}, applied {report.counters.applied}, "
         f"skipped {report.counters.skipped}, failed {report.counters.failed} in {report.pages} pages"
     )
     return dg.MaterializeResult(
@@ -129,18 +129,18 @@ def materialize_stage(
     )
 
 
-def _stage_asset(stage: TalentStage, parent: TalentStage | None) -> dg.AssetsDefinition:
-    key = ASSET_KEYS[stage.name]
+def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
+    key = ASSET_KEYS[stage.stage]
 
     @dg.asset(
         key=key,
         group_name=GROUP,
         partitions_def=TALENT_DEVELOPERS,
         backfill_policy=dg.BackfillPolicy.single_run(),
-        deps=[ASSET_KEYS[parent.name]] if parent else [],
+        deps=[ASSET_KEYS[parent.stage]] if parent else [],
         kinds={"postgres"},
-        description=f"Talent {stage.entity} replicas in chessboard.{asset_name(stage)} "
-        f"(stage {stage.name} of talent-initial-import)",
+        description=f"Talent {stage.name} replicas in chessboard.{asset_name(stage)} "
+        f"(stage {stage.stage} of talent-initial-import)",
         check_specs=[
             dg.AssetCheckSpec(
                 QUARANTINE_CHECK, asset=key, description="no item of this stage was quarantined"
@@ -159,5 +159,5 @@ with warnings.catch_warnings():
     # single-run backfills: one import run over all partitions (docs/talent-initial-import.md#filters)
     warnings.simplefilter("ignore", dg.BetaWarning)
     STAGE_ASSETS = [
-        _stage_asset(stage, parent) for parent, stage in zip((None, *STAGES[:-1]), STAGES, strict=True)
+        _stage_asset(stage, parent) for parent, stage in zip((None, *ENTITIES[:-1]), ENTITIES, strict=True)
     ]

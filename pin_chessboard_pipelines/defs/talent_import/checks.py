@@ -10,15 +10,15 @@ from pin_chessboard_pipelines.defs.talent_import.config import (
     STUCK_CHECK,
     STUCK_SECONDS,
 )
-from pin_chessboard_pipelines.talent.topics import TalentStage
+from pin_chessboard_pipelines.entities import Entity
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.runner import ImportSession, StageReport
 
 
-def quarantine_check(session: ImportSession, stage: TalentStage, report: StageReport) -> dg.AssetCheckResult:
+def quarantine_check(session: ImportSession, stage: Entity, report: StageReport) -> dg.AssetCheckResult:
     """The alert chessboard_import_failed_items_total > 0, per stage of this import run."""
     with session.engine.connect() as conn:
-        by_code = [r for r in runs.failed_items_of_run(conn, session.run_id) if r["stage"] == stage.name]
+        by_code = [r for r in runs.failed_items_of_run(conn, session.run_id) if r["stage"] == stage.stage]
     return dg.AssetCheckResult(
         check_name=QUARANTINE_CHECK,
         passed=report.counters.failed == 0,

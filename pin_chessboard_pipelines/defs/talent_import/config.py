@@ -4,7 +4,7 @@
 import dagster as dg
 
 from pin_chessboard_pipelines import entities
-from pin_chessboard_pipelines.talent.topics import STAGES, TalentStage
+from pin_chessboard_pipelines.entities import ENTITIES, Entity
 
 GROUP = "talent_import"
 PARTITIONS = "talent_developers"
@@ -19,12 +19,12 @@ STUCK_SECONDS = 600  # alert: running without pages Done growing for 10 min (doc
 SINGLETON_TAGS = {"pin/singleton": IMPORT_JOB}
 
 
-def asset_name(stage: TalentStage) -> str:
+def asset_name(stage: Entity) -> str:
     """developers, projects, buildings, layout_groups, layouts, property_objects."""
-    return entities.BY_STAGE[stage.name].asset
+    return stage.asset
 
 
-ASSET_KEYS = {stage.name: dg.AssetKey(asset_name(stage)) for stage in STAGES}
+ASSET_KEYS = {stage.stage: dg.AssetKey(asset_name(stage)) for stage in ENTITIES}
 PROPERTY_OBJECTS_KEY = ASSET_KEYS[entities.PROPERTY_OBJECT.stage]
 
 

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
+from pin_chessboard_pipelines.entities import COLLECTIONS
 from pin_chessboard_pipelines.store.handbook import CITIES
-from pin_chessboard_pipelines.talent.topics import COLLECTIONS
 
 Item = dict[str, Any]
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec, iter_items
-from pin_chessboard_pipelines.talent.topics import STAGES
 
 POLL_EVERY = 1000  # serve delivery callbacks every this many messages
 
@@ -25,7 +25,7 @@ def ensure_topics(bootstrap_servers: str, timeout: float = 30) -> None:
         NewTopic(
             s.topic, num_partitions=s.partitions, replication_factor=1, config={"cleanup.policy": "compact"}
         )
-        for s in STAGES
+        for s in ENTITIES
     ]
     for topic, future in admin.create_topics(
         new_topics, operation_timeout=timeout, request_timeout=timeout
@@ -57,7 +57,7 @@ def publish_dataset(spec: DatasetSpec, bootstrap_servers: str, *, tombstone_ever
 
     counts: dict[str, int] = {}
     try:
-        for stage in STAGES:
+        for stage in ENTITIES:
             sent = 0
             for index, item in enumerate(iter_items(spec, stage.collection)):
                 tombstone = tombstone_every > 0 and (index + 1) % tombstone_every == 0

@@ -20,10 +20,10 @@ from types import FrameType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from pin_chessboard_pipelines.entities import COLLECTIONS
 from pin_chessboard_pipelines.talent.client import MAX_BY_IDS, MAX_PAGE_LIMIT
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetError, DatasetSpec, FaultRule
-from pin_chessboard_pipelines.talent.topics import COLLECTIONS
 
 API_PREFIX = "/api/v1/"
 BY_IDS_PATH = "property-objects/by-ids"

@@ -11,9 +11,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from pin_chessboard_pipelines.entities import DEVELOPER, Entity
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
 from pin_chessboard_pipelines.talent.client import MAX_PAGE_LIMIT, TalentApiClient, TalentSourceUnavailable
-from pin_chessboard_pipelines.talent.topics import DEVELOPERS, TalentStage
 from pin_chessboard_pipelines.talent_import.request import ImportMode, Scope
 from pin_chessboard_pipelines.talent_import.sources.base import Item, PlannedPage
 
@@ -60,7 +60,7 @@ class ApiPullSource:
             raise Refused(str(e), IMPORT_SOURCE_UNAVAILABLE) from None
 
     def plan_pages(
-        self, stage: TalentStage, scope: Scope, *, page_size: int, start: str | None = None
+        self, stage: Entity, scope: Scope, *, page_size: int, start: str | None = None
     ) -> Iterator[PlannedPage]:
         cursor = start
         while True:
@@ -72,9 +72,7 @@ class ApiPullSource:
                 return
             cursor = page.next_cursor
 
-    def fetch_page(
-        self, stage: TalentStage, cursor: str | None, scope: Scope, *, page_size: int
-    ) -> list[Item]:
+    def fetch_page(self, stage: Entity, cursor: str | None, scope: Scope, *, page_size: int) -> list[Item]:
         return (
             self._client()
             .list_page(stage.collection, cursor, page_size, scope.developer_id, scope.project_id)
@@ -83,7 +81,7 @@ class ApiPullSource:
 
     def developer_ids(self, project_id: str | None = None) -> list[str]:
         ids: list[str] = []
-        for page in self.plan_pages(DEVELOPERS, Scope(project_id=project_id), page_size=MAX_PAGE_LIMIT):
+        for page in self.plan_pages(DEVELOPER, Scope(project_id=project_id), page_size=MAX_PAGE_LIMIT):
             ids.extend(str(item["id"]) for item in page.items or () if isinstance(item.get("id"), str))
         return ids
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pin_chessboard_pipelines.talent.topics import TalentStage
+from pin_chessboard_pipelines.entities import Entity
 from pin_chessboard_pipelines.talent_import.request import ImportMode, Scope
 
 Item = dict[str, Any]
@@ -38,13 +38,11 @@ class ImportSource(Protocol):
         """Raises Refused(CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE) when the source cannot be read."""
 
     def plan_pages(
-        self, stage: TalentStage, scope: Scope, *, page_size: int, start: str | None = None
+        self, stage: Entity, scope: Scope, *, page_size: int, start: str | None = None
     ) -> Iterator[PlannedPage]:
         """The pages of a stage's listing in order, from the page at cursor `start` (None = the first)."""
 
-    def fetch_page(
-        self, stage: TalentStage, cursor: str | None, scope: Scope, *, page_size: int
-    ) -> list[Item]:
+    def fetch_page(self, stage: Entity, cursor: str | None, scope: Scope, *, page_size: int) -> list[Item]:
         """The items of the page at `cursor` of a walk with this page size."""
 
     def developer_ids(self, project_id: str | None = None) -> list[str]:

@@ -37,19 +37,13 @@ from confluent_kafka.admin import AdminClient
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines import entities
+from pin_chessboard_pipelines.entities import BY_NAME, DEVELOPER, PROJECT, TOPICS, Entity
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentTransientError
 from pin_chessboard_pipelines.talent.topic_reader import Item, decode_message, is_tombstone, sync_running
-from pin_chessboard_pipelines.talent.topics import (
-    CONSUMER_GROUP,
-    DEVELOPERS,
-    PROJECTS,
-    STAGE_BY_ENTITY,
-    TOPICS,
-    TalentStage,
-)
+from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP
 from pin_chessboard_pipelines.talent_import.request import ImportMode, Scope
 from pin_chessboard_pipelines.talent_import.sources.base import PlannedPage
 
@@ -174,7 +168,7 @@ class TopicReplaySource:
     # -- the walk
 
     def plan_pages(
-        self, stage: TalentStage, scope: Scope, *, page_size: int, start: str | None = None
+        self, stage: Entity, scope: Scope, *, page_size: int, start: str | None = None
     ) -> Iterator[PlannedPage]:
         topic = stage.topic
         position = parse_cursor(start) if start else self._first_range(topic, after=None)
@@ -190,9 +184,7 @@ class TopicReplaySource:
             )
             position = following
 
-    def fetch_page(
-        self, stage: TalentStage, cursor: str | None, scope: Scope, *, page_size: int
-    ) -> list[Item]:
+    def fetch_page(self, stage: Entity, cursor: str | None, scope: Scope, *, page_size: int) -> list[Item]:
         if cursor is None:  # the closing page of a walk that found no message
             return []
         partition, first, end = parse_cursor(cursor)
@@ -274,10 +266,10 @@ class TopicReplaySource:
 
     # -- scopes
 
-    def _filter(self, stage: TalentStage, scope: Scope, items: list[Item]) -> list[Item]:
+    def _filter(self, stage: Entity, scope: Scope, items: list[Item]) -> list[Item]:
         if not (scope.developer_id or scope.project_id):
             return items
-        entity = stage.entity
+        entity = stage.name
         by_own_id = entity == "developer" or (entity == "project" and scope.project_id is not None)
         own = self.scope_ids(entity, scope) if by_own_id else None
         field_name, parent = _scope_parent(entity)
@@ -312,7 +304,7 @@ class TopicReplaySource:
             parents = self.scope_ids(parent, scope)
             ids = frozenset(
                 item_id
-                for item in self._read_all(STAGE_BY_ENTITY[entity].topic)
+                for item in self._read_all(BY_NAME[entity].topic)
                 if not is_tombstone(item)
                 and _lower(item.get(field_name)) in parents
                 and (item_id := _lower(item.get("id"))) is not None
@@ -323,7 +315,7 @@ class TopicReplaySource:
     def _developer_of(self, project_id: str | None) -> str | None:
         wanted = _lower(project_id)
         found = None
-        for item in self._read_all(PROJECTS.topic):
+        for item in self._read_all(PROJECT.topic):
             if not is_tombstone(item) and _lower(item.get("id")) == wanted:
                 found = _lower(item.get("developerId"))  # the last snapshot wins
         return found
@@ -333,7 +325,7 @@ class TopicReplaySource:
             developer = self._developer_of(project_id)
             return [developer] if developer else []
         seen: dict[str, None] = {}
-        for item in self._read_all(DEVELOPERS.topic):
+        for item in self._read_all(DEVELOPER.topic):
             if not is_tombstone(item) and isinstance(item.get("id"), str):
                 seen[item["id"].lower()] = None
         return list(seen)
