@@ -1,6 +1,6 @@
 """The six Talent entities, once: every name the source, the store, Dagster and the events give them.
 
-Facts only (talent-source.md, chessboard-store.md); behaviour keyed by entity lives with its layer.
+Facts only (docs/talent-source.md, docs/store.md); behaviour keyed by entity lives with its layer.
 `ENTITIES` runs parent -> child: the import walks its stages and TopicReplay its topics in this order.
 """
 
@@ -9,14 +9,14 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-# PIN ids are deterministic functions of Talent ids (chessboard-store.md, "Replica tables"), so a
+# PIN ids are deterministic functions of Talent ids (docs/store.md#replica-tables), so a
 # bootstrap and a streaming sync of the same data produce bit-identical rows.
 PIN_NAMESPACE = uuid.UUID("6f1c8a52-1c0e-5c3e-9d1a-7f0b2c4d6e8a")
 
 
 @dataclass(frozen=True)
 class Entity:
-    name: str  # snapshot kind in talent-source.md: developer .. propertyObject
+    name: str  # snapshot kind (docs/talent-source.md#snapshots): developer .. propertyObject
     stage: str  # TalentImportStage: Developers .. PropertyObjects
     collection: str  # Talent HTTP collection: /api/v1/{collection}
     topic: str  # compacted Talent topic, key = Talent id
@@ -110,7 +110,8 @@ BY_UPSERTED_EVENT: dict[str, Entity] = {e.upserted_event: e for e in ENTITIES}
 
 
 def entity(name: str) -> Entity:
-    """The entity of a talent-source.md name; ValueError naming the six for any other."""
+    """The entity of a snapshot kind (docs/talent-source.md#snapshots); ValueError naming the six
+    for any other."""
     try:
         return BY_NAME[name]
     except KeyError:
@@ -118,5 +119,5 @@ def entity(name: str) -> Entity:
 
 
 def pin_id(entity: str, talent_id: uuid.UUID | str) -> uuid.UUID:
-    """The PIN id of a Talent id; `entity` is the talent-source.md name (developer .. propertyObject)."""
+    """The PIN id of a Talent id; `entity` is the snapshot kind (developer .. propertyObject)."""
     return uuid.uuid5(PIN_NAMESPACE, f"{entity}:{str(talent_id).lower()}")

@@ -1,6 +1,6 @@
 """Every environment variable of the project, parsed and validated in one place.
 
-The table in operations.md (contract) is the source of truth; README mirrors it.
+README.md#configuration lists them.
 An invalid value raises ConfigError naming the variable and what it expects; the CLI turns
 that into one line on stderr and exit code 2.
 """

@@ -1,7 +1,7 @@
 """A reference consumer of the pin.chessboard.* topics: how a downstream context applies them.
 
-Delivery is at least once with per-key order (chessboard-store.md, "Events"; seed 003,
-"Доставка и обработка отказов"), so a consumer keeps two rules:
+Delivery is at least once with per-key order (docs/events.md#consumer-rules), so a consumer keeps
+two rules:
 
 1. dedupe by the `messageId` header: a redelivered message (relay crash between produce and mark,
    broker outage) is dropped;

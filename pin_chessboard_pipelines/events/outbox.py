@@ -19,7 +19,7 @@ from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.store.cursor import copy_in
 from pin_chessboard_pipelines.store.queries import cursor_queries
 
-# The contract headers, in contract order (chessboard-store.md, "Events").
+# The contract headers, in contract order (docs/events.md#key-and-headers).
 HEADER_NAMES = (
     "messageId",
     "occurredAt",
@@ -52,7 +52,7 @@ class OutboxEvent:
         return EVENT_TYPES[self.event_type][0]
 
     def headers(self) -> dict[str, str]:
-        """The contract headers (chessboard-store.md, "Events")."""
+        """The contract headers (docs/events.md#key-and-headers)."""
         return {
             "messageId": str(self.message_id),
             "occurredAt": self.occurred_at.isoformat(),

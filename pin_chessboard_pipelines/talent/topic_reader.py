@@ -1,4 +1,4 @@
-"""Reading the six compacted Talent topics (talent-source.md, "Kafka topics"): what the TopicReplay
+"""Reading the six compacted Talent topics (docs/talent-source.md#kafka-topics): what the TopicReplay
 import source and the streaming consumer (talent_sync/) both need.
 
 - Messages as items: a snapshot is its decoded JSON object; a tombstone (null value) is

@@ -1,4 +1,4 @@
-"""TalentInitialImportResult (operations.md, "Import result"): per-stage counters and the JSON line."""
+"""TalentInitialImportResult (docs/talent-initial-import.md#result): per-stage counters and the JSON line."""
 
 from __future__ import annotations
 

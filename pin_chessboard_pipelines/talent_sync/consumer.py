@@ -1,5 +1,6 @@
-"""talent-chessboard-sync: the continuous consumer of the six Talent topics (talent-source.md,
-"Kafka topics"; the bootstrap import hands the replica over to it, docs/talent-initial-import.md).
+"""talent-chessboard-sync: the continuous consumer of the six Talent topics
+(docs/talent-source.md#streaming-sync; the bootstrap import hands the replica over to it,
+docs/talent-initial-import.md).
 
 - Consumer group `pin-chessboard-talent-sync`, no auto-commit: the offsets of a poll batch are
   committed only after the batch's database transaction committed (a crash in between re-applies

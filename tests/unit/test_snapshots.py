@@ -1,4 +1,4 @@
-"""Talent snapshot validation and mapping (talent-source.md, "Snapshots"): pure, no database."""
+"""Talent snapshot validation and mapping (docs/talent-source.md#snapshots): pure, no database."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
--- The transactional outbox, relay side (chessboard-store.md, "Operational tables" and "Events").
+-- The transactional outbox, relay side (docs/events.md#outbox-and-relay).
 -- Read by events/relay.py and the relay sensor. The exporter's gauges chessboard_outbox_backlog and
 -- chessboard_outbox_lag_seconds are store/sql/metrics.sql: outbox_backlog, outbox_lag_seconds.
 

@@ -1,4 +1,4 @@
-"""Writes the synthetic dataset to the six compacted Talent topics (talent-source.md, "Kafka topics").
+"""Writes the synthetic dataset to the six compacted Talent topics (docs/talent-source.md#kafka-topics).
 
 Key = Talent id, value = the snapshot JSON; every `tombstone_every`-th item of a topic is sent as a
 tombstone (null value) instead. Items are generated one at a time, so memory stays flat for 1M objects.

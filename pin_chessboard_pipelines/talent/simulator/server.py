@@ -1,4 +1,4 @@
-"""The Talent HTTP API of talent-source.md ("HTTP API (ApiPull)"), served from a synthetic dataset.
+"""The Talent HTTP API (docs/talent-source.md#http-api), served from a synthetic dataset.
 
 Fault rules of the spec make a page answer 503 / 429 (with `Retry-After: 1`) or a truncated JSON
 body a number of times before it succeeds, so clients' retries can be exercised for real.

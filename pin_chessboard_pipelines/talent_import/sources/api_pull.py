@@ -1,8 +1,8 @@
-"""ApiPull: the import reads the Talent HTTP API (talent-source.md, "HTTP API (ApiPull)").
+"""ApiPull: the import reads the Talent HTTP API (docs/talent-source.md#http-api).
 
 Planning walks the listing's cursors page by page; a page is fetched again by its cursor when a
 worker that does not hold the items of the walk processes it, which is safe because the order of
-a listing is stable for a cursor (talent-source.md).
+a listing is stable for a cursor (docs/talent-source.md#http-api).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pin_chessboard_pipelines.talent_import.sources.base import Item, PlannedPag
 
 
 class ApiPullSource:
-    """The Talent HTTP API (talent-source.md, "HTTP API (ApiPull)"); one keep-alive client per thread."""
+    """The Talent HTTP API (docs/talent-source.md#http-api); one keep-alive client per thread."""
 
     mode = ImportMode.API_PULL
 

@@ -1,4 +1,4 @@
-"""TopicReplay: the import reads the six compacted Talent topics (talent-source.md, "Kafka topics").
+"""TopicReplay: the import reads the six compacted Talent topics (docs/talent-source.md#kafka-topics).
 
 Mode = TopicReplay (docs/talent-initial-import.md#modes-apipull-and-topicreplay): the consumer
 group `pin-chessboard-talent-sync` is reset to offset 0 and the topics are re-consumed through the
