@@ -233,6 +233,9 @@ def record_error(error: BaseException) -> None:
 
 
 def end_span(done: Span, error: str | None = None) -> None:
+    """Ends `done` unless it has ended already (a recording span stops recording at its end)."""
+    if not done.is_recording():
+        return
     if error is not None:
         done.set_status(Status(StatusCode.ERROR, error[:200]))
     done.end()

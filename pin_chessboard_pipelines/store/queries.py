@@ -28,7 +28,9 @@ def parse_queries(source: str) -> dict[str, str]:
             if not name or name in queries:
                 raise ValueError(f"query name {name!r} is empty or repeated")
             current = queries[name] = []
-        elif current is not None:
+        elif current is not None and (current or (stripped and not stripped.startswith("--"))):
+            # a query's leading comment lines are for the reader: the statement starts with its
+            # keyword (which also names its span in traces, README "Traces")
             current.append(line)
     return {name: "\n".join(lines).strip().rstrip(";") for name, lines in queries.items()}
 

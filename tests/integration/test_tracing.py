@@ -85,6 +85,7 @@ def test_an_import_run_is_one_trace_that_its_events_and_their_consumer_continue(
     assert any(s.name == "recalc.request" for s in children)
     db_spans = [s for s in children if s.kind == SpanKind.CLIENT and "db.system" in (s.attributes or {})]
     assert db_spans  # the psycopg2 instrumentation: the page's statements (hold, apply, Done mark)
+    assert all(s.name.split()[0].isalpha() for s in db_spans)  # named by their keyword, not a comment
     http = [s for s in in_trace.values() if s.kind == SpanKind.CLIENT and s not in db_spans]
     assert http  # the requests instrumentation: the Talent API pages
 
