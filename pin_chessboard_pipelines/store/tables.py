@@ -11,6 +11,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
+    Date,
     DateTime,
     ForeignKey,
     Index,
@@ -28,6 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
 SCHEMA = "chessboard"
+ANALYTICS_SCHEMA = "chessboard_analytics"
 
 metadata = MetaData(
     schema=SCHEMA,
@@ -299,4 +301,28 @@ outbox_messages = Table(
     Index(
         "ix_outbox_messages_published_at", "published_at", postgresql_where=text("published_at IS NOT NULL")
     ),
+)
+
+# Analytics (chessboard-store.md, "Analytics (v1.1)"): one row per live, non-archived project and day.
+project_inventory_daily = Table(
+    "project_inventory_daily",
+    metadata,
+    Column("project_id", UUID(as_uuid=True), primary_key=True),
+    Column("day", Date, primary_key=True),
+    Column("tenant_id", UUID(as_uuid=True), nullable=False),
+    Column("free_count", Numeric, nullable=False),
+    Column("total_count", Numeric, nullable=False),
+    Column("sold_count", Numeric, nullable=False),
+    Column("reserved_count", Numeric, nullable=False),
+    Column("booked_count", Numeric, nullable=False),
+    Column("hidden_count", Numeric, nullable=False),
+    Column("price_min", Numeric),
+    Column("price_max", Numeric),
+    Column("price_median", Numeric),
+    Column("free_value", Numeric, nullable=False),
+    # Extra column (the contract extends by adding): live layouts of the project by rooms, {"1": 4, ...}.
+    Column("layouts_by_rooms", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("computed_at", DateTime(timezone=True), nullable=False),
+    Index("ix_project_inventory_daily_day", "day"),
+    schema=ANALYTICS_SCHEMA,
 )

@@ -8,7 +8,7 @@ from alembic.runtime.migration import MigrationContext
 
 from pin_chessboard_pipelines.store import handbook
 from pin_chessboard_pipelines.store.migrate import current_revision, upgrade
-from pin_chessboard_pipelines.store.tables import SCHEMA, metadata
+from pin_chessboard_pipelines.store.tables import ANALYTICS_SCHEMA, SCHEMA, metadata
 
 
 def _diff(engine) -> list:
@@ -17,7 +17,7 @@ def _diff(engine) -> list:
             conn,
             opts={
                 "include_schemas": True,
-                "include_name": lambda name, type_, _: name == SCHEMA if type_ == "schema" else True,
+                "include_name": lambda name, type_, _: name in (SCHEMA, ANALYTICS_SCHEMA) if type_ == "schema" else True,
                 "compare_type": True,
                 "compare_server_default": True,
                 "version_table_schema": SCHEMA,

@@ -5,14 +5,14 @@ from __future__ import annotations
 from alembic import context
 
 from pin_chessboard_pipelines.store.queries import queries
-from pin_chessboard_pipelines.store.tables import SCHEMA, metadata
+from pin_chessboard_pipelines.store.tables import ANALYTICS_SCHEMA, SCHEMA, metadata
 
 config = context.config
 
 
 def include_name(name, type_, parent_names):
     if type_ == "schema":
-        return name == SCHEMA
+        return name in (SCHEMA, ANALYTICS_SCHEMA)
     return True
 
 
