@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dagster as dg
 
+from pin_chessboard_pipelines.defs.analytics.definitions import definitions as analytics_definitions
+from pin_chessboard_pipelines.defs.metadata import with_metadata_standards
 from pin_chessboard_pipelines.defs.outbox.definitions import definitions as outbox_definitions
 from pin_chessboard_pipelines.defs.recalc.definitions import definitions as recalc_definitions
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
@@ -18,12 +20,15 @@ def build_definitions() -> dg.Definitions:
     domains.append(outbox_definitions())
     domains.append(talent_import_definitions())
     domains.append(talent_sync_definitions())
-    return dg.Definitions.merge(
-        *domains,
-        dg.Definitions(
-            resources={"chessboard": ChessboardResource()},
-            executor=dg.in_process_executor,
-        ),
+    domains.append(analytics_definitions())
+    return with_metadata_standards(
+        dg.Definitions.merge(
+            *domains,
+            dg.Definitions(
+                resources={"chessboard": ChessboardResource()},
+                executor=dg.in_process_executor,
+            ),
+        )
     )
 
 

@@ -47,6 +47,8 @@ SYNC_UNKNOWN_REFERENCE = "CHESSBOARD_SYNC_UNKNOWN_REFERENCE"
 SYNC_STATUS_CONFLICT = "CHESSBOARD_SYNC_STATUS_CONFLICT"
 RECALC_POISON = "CHESSBOARD_RECALC_POISON"
 SYNC_LOCK_HELD = "CHESSBOARD_SYNC_LOCK_HELD"  # another talent-sync consumer runs
+# The analytics gate: the recalc audit reports drift (a divergence without a pending recalc row).
+AGGREGATES_DRIFT = "CHESSBOARD_AGGREGATES_DRIFT"
 
 # `scheme://user:password@`: the password part of any URL in a message.
 _URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^\s/]+@")

@@ -1,0 +1,1 @@
+"""Analytics over the chessboard replica: pure pandas computations and their store I/O."""

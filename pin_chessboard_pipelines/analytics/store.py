@@ -1,0 +1,100 @@
+"""All store I/O of the analytics: one COPY read per day, one DELETE + COPY write per day, the
+drift gate's query. The computations are analytics/inventory.py's."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+from uuid import UUID
+
+import pandas as pd
+from sqlalchemy.engine import Connection
+
+from pin_chessboard_pipelines.analytics.inventory import (
+    LAYOUT_COLUMNS,
+    OBJECT_COLUMNS,
+    PROJECT_COLUMNS,
+    TABLE_COLUMNS,
+)
+from pin_chessboard_pipelines.recalc.audit import Divergence, audit
+from pin_chessboard_pipelines.store.queries import queries, raw_queries
+
+_DTYPES = {
+    "kind": "category",
+    "n": "int64",
+    "project_id": "str",
+    "tenant_id": "str",
+    "name": "str",
+    "status": "category",
+    "price_units": "Int64",
+    "price_scale": "Int16",
+    "rooms": "Int16",
+}
+
+
+@dataclass(frozen=True)
+class InventoryInput:
+    """The replica rows of one day's inventory (inventory.py's input frames)."""
+
+    projects: pd.DataFrame
+    objects: pd.DataFrame
+    layouts: pd.DataFrame
+    read_bytes: int
+
+
+def read_inventory_input(conn: Connection) -> InventoryInput:
+    """One statement (`inventory_rows`) streamed by COPY into one CSV buffer, parsed by pandas."""
+    buffer = io.BytesIO()
+    with _driver(conn).cursor() as cur:
+        cur.copy_expert(
+            f"COPY ({raw_queries('analytics')['inventory_rows']}) TO STDOUT WITH (FORMAT csv, HEADER)", buffer
+        )
+    size = buffer.tell()
+    buffer.seek(0)
+    try:
+        rows = pd.read_csv(buffer, dtype=_DTYPES, keep_default_na=False, na_values=[""])
+    except (OverflowError, ValueError):  # a price beyond int64 units: exact Python ints instead
+        buffer.seek(0)
+        rows = pd.read_csv(
+            buffer, dtype={**_DTYPES, "price_units": "object"}, keep_default_na=False, na_values=[""]
+        )
+        rows["price_units"] = [None if pd.isna(u) else int(u) for u in rows["price_units"]]
+    kind = rows["kind"]
+    return InventoryInput(
+        projects=rows.loc[kind == "p", list(PROJECT_COLUMNS)].reset_index(drop=True),
+        objects=rows.loc[kind == "o", list(OBJECT_COLUMNS)].reset_index(drop=True),
+        layouts=rows.loc[kind == "l", list(LAYOUT_COLUMNS)].reset_index(drop=True),
+        read_bytes=size,
+    )
+
+
+def replace_inventory_day(conn: Connection, day: date, frame: pd.DataFrame) -> int:
+    """That day's rows only are replaced, in the caller's transaction; COPY, not row inserts."""
+    conn.execute(queries("analytics")["delete_inventory_day"], {"day": day})
+    buffer = io.StringIO()
+    frame.loc[:, list(TABLE_COLUMNS)].to_csv(buffer, header=False, index=False)
+    buffer.seek(0)
+    with _driver(conn).cursor() as cur:
+        cur.copy_expert(raw_queries("analytics")["copy_inventory_day"], buffer)
+    return len(frame)
+
+
+def read_inventory_day(conn: Connection, day: date) -> pd.DataFrame:
+    rows = conn.execute(queries("analytics")["inventory_day"], {"day": day}).mappings().all()
+    return pd.DataFrame([dict(r) for r in rows], columns=list(TABLE_COLUMNS))
+
+
+def _driver(conn: Connection) -> Any:
+    """The psycopg2 connection under SQLAlchemy's, for COPY."""
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    return driver
+
+
+def drift(conn: Connection) -> list[Divergence]:
+    """The recalc audit's divergences without the pending ones: a project with a row in the recalc
+    queue is not drift (chessboard-store.md, "Changes of v1.1", Audit)."""
+    pending = {UUID(str(row[0])) for row in conn.execute(queries("analytics")["pending_recalc_projects"])}
+    return [d for d in audit(conn) if d.project_id not in pending]

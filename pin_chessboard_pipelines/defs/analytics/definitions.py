@@ -1,0 +1,248 @@
+"""The daily inventory history analysts read: `project_inventory_daily` (chessboard-store.md,
+"Analytics (v1.1)"), its drift gate, its freshness check and the schedules that run them.
+
+Thin shell: the read and the write are analytics/store.py's, the numbers analytics/inventory.py's.
+"""
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+
+import dagster as dg
+
+from pin_chessboard_pipelines.analytics.inventory import (
+    TABLE_COLUMNS,
+    DayTotals,
+    day_totals,
+    free_prices,
+    project_inventory,
+    top_projects_markdown,
+)
+from pin_chessboard_pipelines.analytics.store import drift, read_inventory_input
+from pin_chessboard_pipelines.defs.analytics.io_manager import DailyTableIOManager
+from pin_chessboard_pipelines.defs.metadata import (
+    COLUMN_SCHEMA_KEY,
+    METADATA_KEYS_KEY,
+    OWNERS_BY_GROUP,
+    TABLE_NAME_KEY,
+    column_schema,
+    metadata_keys_markdown,
+    table_name,
+)
+from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.errors import AGGREGATES_DRIFT
+from pin_chessboard_pipelines.store.tables import project_inventory_daily as INVENTORY_TABLE
+
+ASSET_NAME = "project_inventory_daily"
+ASSET_KEY = dg.AssetKey(ASSET_NAME)
+GROUP = "analytics"
+IO_MANAGER_KEY = "analytics_io_manager"
+PARTITIONS = dg.DailyPartitionsDefinition(start_date="2026-11-01", end_offset=1)  # today included
+DRIFT_CHECK = "aggregates_without_drift"
+FRESHNESS_CHECK = "newest_partition_fresh"
+FRESH_HOURS = 26
+JOB_NAME = "project_inventory_daily_job"
+SCHEDULE_NAME = "project_inventory_daily_schedule"
+FRESHNESS_JOB_NAME = "project_inventory_freshness"
+TOP_PROJECTS = 10
+
+METADATA_KEYS = {
+    "dagster/row_count": "rows written for the day: one per live, non-archived project",
+    "dagster/column_schema": "the table's columns, types and meanings",
+    "free_objects": "plot: free objects of every project that day",
+    "free_value": "plot: sum of free objects' prices that day (float for the plot)",
+    "free_value_exact": "the same sum with every stored digit",
+    "median_free_price": "plot: median price of every free object that day (absent when none)",
+    "total_objects": "active objects (live, not Hidden) that day",
+    "projects": "live, non-archived projects that day",
+    "top_projects": f"the {TOP_PROJECTS} projects with the most free inventory (by value)",
+    "computed_at": "when the replica was read: a partition is the state at that time",
+    "read_seconds": "the one COPY read of the replica",
+    "compute_seconds": "the pandas computation",
+    "read_megabytes": "CSV bytes streamed from PostgreSQL",
+}
+
+DESCRIPTION = """Daily inventory history per live, non-archived project: objects by status, free and
+total counts, min / max / median free price, free inventory value and layouts by rooms, in
+`chessboard_analytics.project_inventory_daily` (one row per project and day; a day materialized
+again replaces that day's rows). Each partition is the replica's state when it was computed
+(`computed_at`); the schedule takes it at 23:50 UTC. Plots over days: `free_objects`, `free_value`,
+`median_free_price`. Refuses to run while the recalc audit reports drift."""
+
+
+def _day_metadata(totals: DayTotals, computed_at: datetime, markdown: str) -> dict[str, dg.MetadataValue]:
+    metadata: dict[str, dg.MetadataValue] = {
+        "dagster/row_count": dg.MetadataValue.int(totals.projects),
+        COLUMN_SCHEMA_KEY: dg.MetadataValue.table_schema(column_schema(INVENTORY_TABLE)),
+        "projects": dg.MetadataValue.int(totals.projects),
+        "free_objects": dg.MetadataValue.int(totals.free_objects),
+        "total_objects": dg.MetadataValue.int(totals.total_objects),
+        "free_value": dg.MetadataValue.float(float(totals.free_value)),
+        "free_value_exact": dg.MetadataValue.text(f"{totals.free_value:f}"),
+        "top_projects": dg.MetadataValue.md(markdown),
+        "computed_at": dg.MetadataValue.timestamp(computed_at),
+    }
+    if totals.median_free_price is not None:
+        metadata["median_free_price"] = dg.MetadataValue.float(float(totals.median_free_price))
+    return metadata
+
+
+def _drift_result(chessboard: ChessboardResource) -> dg.AssetCheckResult:
+    with chessboard.engine.connect() as conn:
+        divergences = drift(conn)
+    projects = sorted({str(d.project_id) for d in divergences})
+    return dg.AssetCheckResult(
+        check_name=DRIFT_CHECK,
+        passed=not divergences,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=None
+        if not divergences
+        else (
+            f"{AGGREGATES_DRIFT}: {len(divergences)} stored aggregate(s) of {len(projects)} project(s) "
+            "differ from their formulas with no pending recalc; fix the drift (runbook: recalc request) first"
+        ),
+        metadata={
+            "divergences": dg.MetadataValue.int(len(divergences)),
+            "projects_with_drift": dg.MetadataValue.int(len(projects)),
+            "sample": dg.MetadataValue.json([d.as_dict() for d in divergences[:20]]),
+        },
+    )
+
+
+@dg.asset(
+    name=ASSET_NAME,
+    group_name=GROUP,
+    description=DESCRIPTION,
+    partitions_def=PARTITIONS,
+    deps=[
+        dg.AssetDep("chessboard_aggregates"),
+        dg.AssetDep("property_objects", partition_mapping=dg.AllPartitionMapping()),
+    ],
+    io_manager_key=IO_MANAGER_KEY,
+    kinds={"pandas", "postgres"},
+    owners=list(OWNERS_BY_GROUP[GROUP]),
+    tags={"domain": GROUP},
+    metadata={
+        TABLE_NAME_KEY: table_name(INVENTORY_TABLE),
+        COLUMN_SCHEMA_KEY: column_schema(INVENTORY_TABLE),
+        "partition_expr": "day",
+        METADATA_KEYS_KEY: metadata_keys_markdown(METADATA_KEYS),
+    },
+    check_specs=[
+        dg.AssetCheckSpec(
+            DRIFT_CHECK,
+            asset=ASSET_NAME,
+            blocking=True,
+            description=(
+                "The recalc audit finds no drift (a divergence without a pending recalc row): "
+                "otherwise the asset refuses to run"
+            ),
+        )
+    ],
+)
+def project_inventory_daily(
+    context: dg.AssetExecutionContext, chessboard: ChessboardResource
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    gate = _drift_result(chessboard)
+    yield gate
+    if not gate.passed:
+        raise dg.Failure(description=gate.description, metadata=gate.metadata)
+    day = date.fromisoformat(context.partition_key)
+    started = time.perf_counter()
+    with chessboard.engine.connect() as conn:
+        rows = read_inventory_input(conn)
+    computed_at = datetime.now(UTC)
+    read_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    prices = free_prices(rows.objects)
+    frame = project_inventory(
+        rows.projects, rows.objects, rows.layouts, day=day, computed_at=computed_at, prices=prices
+    )
+    totals = day_totals(frame, prices)
+    markdown = top_projects_markdown(frame, TOP_PROJECTS)
+    compute_seconds = time.perf_counter() - started
+    context.log.info(
+        f"inventory {day}: {totals.projects} projects, {totals.free_objects} free objects; "
+        f"read {read_seconds:.2f}s, pandas {compute_seconds:.2f}s"
+    )
+    yield dg.Output(
+        frame.loc[:, list(TABLE_COLUMNS)],
+        metadata={
+            **_day_metadata(totals, computed_at, markdown),
+            "read_seconds": dg.MetadataValue.float(round(read_seconds, 3)),
+            "compute_seconds": dg.MetadataValue.float(round(compute_seconds, 3)),
+            "read_megabytes": dg.MetadataValue.float(round(rows.read_bytes / 1e6, 2)),
+        },
+    )
+
+
+@dg.asset_check(
+    asset=ASSET_KEY,
+    name=FRESHNESS_CHECK,
+    description=f"The newest partition was materialized less than {FRESH_HOURS} h ago (warns otherwise)",
+)
+def newest_partition_fresh(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+    event = context.instance.get_latest_materialization_event(ASSET_KEY)
+    if event is None:
+        return dg.AssetCheckResult(
+            passed=False, severity=dg.AssetCheckSeverity.WARN, description="never materialized"
+        )
+    age_hours = (time.time() - event.timestamp) / 3600
+    materialization = event.asset_materialization
+    partition = materialization.partition if materialization else None
+    return dg.AssetCheckResult(
+        passed=age_hours <= FRESH_HOURS,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=None
+        if age_hours <= FRESH_HOURS
+        else f"the newest partition ({partition}) is {age_hours:.1f} h old (> {FRESH_HOURS} h)",
+        metadata={
+            "newest_partition": dg.MetadataValue.text(str(partition)),
+            "age_hours": dg.MetadataValue.float(round(age_hours, 2)),
+            "materialized_at": dg.MetadataValue.timestamp(event.timestamp),
+        },
+    )
+
+
+project_inventory_daily_job = dg.define_asset_job(
+    JOB_NAME,
+    selection=dg.AssetSelection.assets(ASSET_KEY),
+    description="Materializes one day of project_inventory_daily (with its drift gate).",
+)
+
+
+@dg.schedule(
+    name=SCHEDULE_NAME,
+    job=project_inventory_daily_job,
+    cron_schedule="50 23 * * *",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Every day at 23:50 UTC: today's partition, the replica's state at the end of the day.",
+)
+def project_inventory_daily_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+    day = context.scheduled_execution_time.astimezone(UTC).date().isoformat()
+    return dg.RunRequest(run_key=f"inventory:{day}", partition_key=day)
+
+
+project_inventory_freshness = dg.define_asset_job(
+    FRESHNESS_JOB_NAME,
+    selection=dg.AssetSelection.checks(newest_partition_fresh),
+    description=f"Warns when the newest inventory partition is older than {FRESH_HOURS} h.",
+)
+
+project_inventory_freshness_schedule = dg.ScheduleDefinition(
+    name="project_inventory_freshness_hourly",
+    job=project_inventory_freshness,
+    cron_schedule="29 * * * *",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+)
+
+
+def definitions() -> dg.Definitions:
+    return dg.Definitions(
+        assets=[project_inventory_daily],
+        asset_checks=[newest_partition_fresh],
+        jobs=[project_inventory_daily_job, project_inventory_freshness],
+        schedules=[project_inventory_daily_schedule, project_inventory_freshness_schedule],
+        resources={IO_MANAGER_KEY: DailyTableIOManager(chessboard=ChessboardResource())},
+    )
