@@ -1,0 +1,57 @@
+"""Every asset of the definitions carries the metadata standards (defs/metadata.py)."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from pin_chessboard_pipelines.defs.metadata import ASSET_TABLES, COLUMN_SCHEMA_KEY, TABLE_NAME_KEY
+
+
+def _nodes():
+    from pin_chessboard_pipelines.definitions import defs
+
+    graph = defs.get_repository_def().asset_graph
+    return {key.to_user_string(): graph.get(key) for key in graph.get_all_asset_keys()}
+
+
+def test_every_asset_has_owners_tags_kinds_and_a_description():
+    for name, node in _nodes().items():
+        assert node.owners and all(o.startswith("team:") for o in node.owners), name
+        assert node.kinds, name
+        assert node.description, name
+        assert node.tags["system"] == "pin-chessboard" and node.tags["domain"] == node.group_name, name
+
+
+def test_table_assets_have_their_column_schema_from_the_models():
+    nodes = _nodes()
+    for name, table in ASSET_TABLES.items():
+        metadata = nodes[name].metadata
+        assert metadata[TABLE_NAME_KEY] == f"{table.schema}.{table.name}"
+        schema = metadata[COLUMN_SCHEMA_KEY]
+        schema = getattr(schema, "schema", schema)
+        assert isinstance(schema, dg.TableSchema)
+        assert [c.name for c in schema.columns] == [c.name for c in table.columns], name
+        for column in schema.columns:
+            assert column.type and column.type != "string", (name, column.name)
+            assert column.description, (name, column.name)
+    inventory = nodes["project_inventory_daily"].metadata[COLUMN_SCHEMA_KEY]
+    types = {c.name: c.type for c in getattr(inventory, "schema", inventory).columns}
+    assert types["price_min"] == "numeric" and types["project_id"] == "uuid" and types["day"] == "date"
+
+
+def test_assets_defined_by_code_link_to_it_and_describe_their_metadata_keys():
+    nodes = _nodes()
+    for name in ("developers", "property_objects", "project_inventory_daily"):
+        references = nodes[name].metadata["dagster/code_references"]
+        assert references.code_references, name
+        assert "metadata_keys" in nodes[name].metadata, name
+    for name in ("chessboard_aggregates", "pin_chessboard_events"):
+        assert "metadata_keys" in nodes[name].metadata, name
+
+
+def test_the_inventory_asset_is_daily_in_the_analytics_group_after_the_aggregates():
+    node = _nodes()["project_inventory_daily"]
+    assert node.group_name == "analytics"
+    assert isinstance(node.partitions_def, dg.DailyPartitionsDefinition)
+    assert {k.to_user_string() for k in node.parent_keys} == {"chessboard_aggregates", "property_objects"}
+    assert node.kinds == {"pandas", "postgres"}
