@@ -122,7 +122,7 @@ def layouts_by_rooms(layouts: pd.DataFrame) -> pd.Series:
     sizes = layouts.groupby(["n", "rooms"]).size().reset_index(name="layouts")
     pairs = ('"' + sizes["rooms"].astype("int64").astype(str) + '": ' + sizes["layouts"].astype(str)).tolist()
     groups, starts = np.unique(sizes["n"].to_numpy(dtype="int64"), return_index=True)
-    ends = [*starts[1:].tolist(), len(pairs)]
+    ends = [*starts[1:].tolist(), len(pairs)] if pairs else []
     texts = ["{" + ", ".join(pairs[a:b]) + "}" for a, b in zip(starts.tolist(), ends, strict=True)]
     return pd.Series(texts, index=pd.Index(groups, name="n"), dtype=object)
 

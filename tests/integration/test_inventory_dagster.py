@@ -281,6 +281,7 @@ def test_agrees_with_the_stored_aggregates_on_the_demo_dataset(db_url, engine):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # 10k projects applied and drained one transaction each: minutes on 2 shared cores
 def test_agrees_with_the_stored_aggregates_on_10k_simulated_projects(db_url, engine):
     spec = DatasetSpec(
         developers=100,
