@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
 from uuid import UUID
 
 import pandas as pd
@@ -19,7 +18,8 @@ from pin_chessboard_pipelines.analytics.inventory import (
     TABLE_COLUMNS,
 )
 from pin_chessboard_pipelines.recalc.audit import Divergence, audit
-from pin_chessboard_pipelines.store.queries import queries, raw_queries
+from pin_chessboard_pipelines.store.cursor import Cursor, begin
+from pin_chessboard_pipelines.store.queries import cursor_queries, queries
 
 _DTYPES = {
     "kind": "category",
@@ -46,12 +46,13 @@ class InventoryInput:
 
 def read_inventory_input(conn: Connection) -> InventoryInput:
     """One statement (`inventory_rows`) streamed by COPY into one CSV buffer, parsed by pandas."""
-    buffer = io.BytesIO()
-    with _driver(conn).cursor() as cur:
-        cur.copy_expert(
-            f"COPY ({raw_queries('analytics')['inventory_rows']}) TO STDOUT WITH (FORMAT csv, HEADER)", buffer
+    buffer = io.StringIO()
+    with Cursor(conn) as cur:
+        cur.copy(
+            f"COPY ({cursor_queries('analytics')['inventory_rows']}) TO STDOUT WITH (FORMAT csv, HEADER)",
+            buffer,
         )
-    size = buffer.tell()
+    size = buffer.tell()  # characters: bytes for the ASCII of ids, numbers and statuses
     buffer.seek(0)
     try:
         rows = pd.read_csv(buffer, dtype=_DTYPES, keep_default_na=False, na_values=[""])
@@ -72,25 +73,19 @@ def read_inventory_input(conn: Connection) -> InventoryInput:
 
 def replace_inventory_day(conn: Connection, day: date, frame: pd.DataFrame) -> int:
     """That day's rows only are replaced, in the caller's transaction; COPY, not row inserts."""
+    begin(conn)
     conn.execute(queries("analytics")["delete_inventory_day"], {"day": day})
     buffer = io.StringIO()
     frame.loc[:, list(TABLE_COLUMNS)].to_csv(buffer, header=False, index=False)
     buffer.seek(0)
-    with _driver(conn).cursor() as cur:
-        cur.copy_expert(raw_queries("analytics")["copy_inventory_day"], buffer)
+    with Cursor(conn) as cur:
+        cur.copy(cursor_queries("analytics")["copy_inventory_day"], buffer)
     return len(frame)
 
 
 def read_inventory_day(conn: Connection, day: date) -> pd.DataFrame:
     rows = conn.execute(queries("analytics")["inventory_day"], {"day": day}).mappings().all()
     return pd.DataFrame([dict(r) for r in rows], columns=list(TABLE_COLUMNS))
-
-
-def _driver(conn: Connection) -> Any:
-    """The psycopg2 connection under SQLAlchemy's, for COPY."""
-    driver = conn.connection.driver_connection
-    assert driver is not None
-    return driver
 
 
 def drift(conn: Connection) -> list[Divergence]:

@@ -20,14 +20,14 @@ from pin_chessboard_pipelines.defs.analytics.definitions import (
 )
 from pin_chessboard_pipelines.defs.analytics.io_manager import DailyTableIOManager
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.errors import AGGREGATES_DRIFT
 from pin_chessboard_pipelines.recalc.drain import drain
 from pin_chessboard_pipelines.replica.apply import ApplyContext, apply_snapshots
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
-from pin_chessboard_pipelines.talent.topics import STAGES
-from tests.integration.recalc_data import StoreBuilder, standard_project
+from tests.support.recalc_data import StoreBuilder, standard_project
 
 DAY1, DAY2 = "2026-11-28", "2026-11-29"
 
@@ -252,11 +252,11 @@ def _apply_dataset(engine, spec: DatasetSpec, page: int = 2000) -> None:
     ctx = ApplyContext(
         correlation_id=f"inventory-test-{uuid.uuid4()}", handbook=handbook, debounce_seconds=0, cap_seconds=0
     )
-    for stage in STAGES:
-        items = list(dataset.iter_items(spec, stage.collection))
+    for entity in ENTITIES:
+        items = list(dataset.iter_items(spec, entity.collection))
         for start in range(0, len(items), page):
             with engine.begin() as conn:
-                apply_snapshots(conn, stage.entity, items[start : start + page], ctx)
+                apply_snapshots(conn, entity.name, items[start : start + page], ctx)
 
 
 def _simulated_agreement(db_url, engine, spec: DatasetSpec) -> int:

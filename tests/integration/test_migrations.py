@@ -17,7 +17,9 @@ def _diff(engine) -> list:
             conn,
             opts={
                 "include_schemas": True,
-                "include_name": lambda name, type_, _: name in (SCHEMA, ANALYTICS_SCHEMA) if type_ == "schema" else True,
+                "include_name": lambda name, type_, _: (
+                    name in (SCHEMA, ANALYTICS_SCHEMA) if type_ == "schema" else True
+                ),
                 "compare_type": True,
                 "compare_server_default": True,
                 "version_table_schema": SCHEMA,
