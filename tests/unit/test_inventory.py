@@ -201,3 +201,24 @@ def test_matches_a_python_reference(rows):
         assert row.price_max == (free[-1] if free else None)
         assert row.price_median == (statistics.median(free) if free else None)
         assert row.free_value == sum(free, Decimal(0))
+
+
+def test_an_empty_replica_gives_an_empty_day():
+    frame = project_inventory(
+        _projects(), _objects([]), _layouts([]), day=DAY, computed_at=AT, prices=free_prices(_objects([]))
+    )
+    assert frame.empty and list(frame.columns) == [*TABLE_COLUMNS, NAME_COLUMN]
+    totals = day_totals(frame, free_prices(_objects([])))
+    assert (totals.projects, totals.free_objects, totals.free_value, totals.median_free_price) == (
+        0,
+        0,
+        0,
+        None,
+    )
+    assert "(no live project)" in top_projects_markdown(frame)
+
+
+def test_projects_without_any_object_in_the_day():
+    frame = project_inventory(_projects("A", "B"), _objects([]), _layouts([(2, 3)]), day=DAY, computed_at=AT)
+    assert frame["free_count"].tolist() == [0, 0] and frame["total_count"].tolist() == [0, 0]
+    assert frame["layouts_by_rooms"].tolist() == ["{}", '{"3": 1}']
