@@ -11,11 +11,12 @@ WITH live AS (
     WHERE deleted_at IS NULL AND status <> 'Archived'
 )
 SELECT 'p' AS kind, n, id AS project_id, tenant_id, name,
-       NULL::text AS status, NULL::numeric AS price_units, NULL::int AS price_scale, NULL::int AS rooms
+       NULL::text AS status, NULL::text AS price_units, NULL::int AS price_scale, NULL::int AS rooms
 FROM live
 UNION ALL
 SELECT 'o', live.n, NULL, NULL, NULL, o.status,
-       CASE WHEN o.status = 'Free' THEN trunc(o.price * power(10::numeric, scale(o.price))) END,
+       -- the digits without the point: cheaper than price * 10^scale (numeric power)
+       CASE WHEN o.status = 'Free' THEN replace(o.price::text, '.', '') END,
        CASE WHEN o.status = 'Free' THEN scale(o.price) END,
        NULL
 FROM chessboard.property_objects o
