@@ -6,6 +6,9 @@ import argparse
 import signal
 import threading
 
+# Dead processes' files are compacted at each scrape, and this often without one.
+COMPACT_EVERY_SECONDS = 30.0
+
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("metrics", help="Prometheus exposition of the project's metrics")
@@ -17,20 +20,29 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from functools import partial
+
     from prometheus_client import start_http_server
 
+    from pin_chessboard_pipelines.observability import multiprocess
     from pin_chessboard_pipelines.observability.exporter import build_registry
     from pin_chessboard_pipelines.runtime.services import database_url
     from pin_chessboard_pipelines.settings import load_settings
+    from pin_chessboard_pipelines.store.gauges import read_store_gauges
 
     settings = load_settings()
-    registry = build_registry(database_url(settings), settings.recalc_poison_attempts)
+    folder = settings.metrics_dir
+    read = partial(
+        read_store_gauges, database_url(settings), settings.recalc_poison_attempts, IMPORT_LOCK.key
+    )
+    registry = build_registry(folder, read)
     server, thread = start_http_server(args.port, addr=args.host, registry=registry)
     print(f"metrics on http://{args.host}:{args.port}/metrics", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    stop.wait()
+    while not stop.wait(COMPACT_EVERY_SECONDS):
+        multiprocess.compact(folder)
     server.shutdown()
     thread.join()
     return 0

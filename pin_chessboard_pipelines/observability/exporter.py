@@ -1,108 +1,145 @@
-"""`pin-chessboard metrics serve --port P`: the jobs' metrics in Prometheus text format.
+"""What `pin-chessboard metrics serve --port P` exposes, in Prometheus text format.
 
-Counters and histograms come from every process that ran a job (multi-process files, see
-metrics.py); gauges that describe the store are read from PostgreSQL at each scrape.
+Counters and histograms: every process that ran a job, read from the metrics folder
+(multiprocess.py: the files of dead processes are compacted at each scrape). Gauges of live state:
+read from PostgreSQL at each scrape (STORE_GAUGES), so no crash can leave one stuck; the caller
+(cli/metrics.py) passes the function that runs their named queries.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import signal
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from pin_chessboard_pipelines.observability import metrics
-from pin_chessboard_pipelines.runtime.services import database_url
-from pin_chessboard_pipelines.settings import load_settings
-from pin_chessboard_pipelines.store.engine import get_engine
-from pin_chessboard_pipelines.store.queries import queries
+from pin_chessboard_pipelines.observability import metrics, multiprocess
 
 log = logging.getLogger(__name__)
 
-# metric name -> (help, store/sql/<file>.sql, named query)
-STORE_GAUGES: dict[str, tuple[str, str, str]] = {
-    "chessboard_recalc_queue_depth": ("Rows in project_recalc_requests", "recalc", "queue_depth"),
-    "chessboard_recalc_due_backlog": ("Recalc rows already due (due_at <= now)", "recalc", "due_backlog"),
-    "chessboard_recalc_poison_rows": (
+# Pages Done in this window make chessboard_import_throughput_items_per_sec.
+THROUGHPUT_WINDOW_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class StoreGauge:
+    name: str
+    documentation: str
+    file: str  # store/sql/<file>.sql
+    query: str  # named query returning one row with one column `value`
+
+
+STORE_GAUGES: tuple[StoreGauge, ...] = (
+    StoreGauge(
+        "chessboard_import_running",
+        "1 while a talent initial import runs: a Running run whose process holds the import lock",
+        "metrics",
+        "import_running",
+    ),
+    StoreGauge(
+        "chessboard_import_throughput_items_per_sec",
+        f"Items of import pages Done in the last {THROUGHPUT_WINDOW_SECONDS} s, per second",
+        "metrics",
+        "import_throughput",
+    ),
+    StoreGauge(
+        "chessboard_import_runs_running",
+        "talent_import_runs rows in status Running (a killed import stays Running until resumed)",
+        "metrics",
+        "import_runs_running",
+    ),
+    StoreGauge(
+        "chessboard_import_run_duration_seconds",
+        "Age of the oldest Running import run (now - started_at; 0 when none)",
+        "metrics",
+        "import_run_duration",
+    ),
+    StoreGauge("chessboard_recalc_queue_depth", "Rows in project_recalc_requests", "recalc", "queue_depth"),
+    StoreGauge(
+        "chessboard_recalc_due_backlog",
+        "Recalc rows already due (due_at <= now), poison rows excluded",
+        "recalc",
+        "due_backlog",
+    ),
+    StoreGauge(
+        "chessboard_recalc_poison_rows",
         "Recalc rows with attempt_count >= the poison threshold",
         "recalc",
         "poison_count",
     ),
-    "chessboard_outbox_backlog": ("Outbox rows not yet acknowledged by Kafka", "metrics", "outbox_backlog"),
-    "chessboard_outbox_lag_seconds": (
+    StoreGauge(
+        "chessboard_outbox_backlog", "Outbox rows not yet acknowledged by Kafka", "metrics", "outbox_backlog"
+    ),
+    StoreGauge(
+        "chessboard_outbox_lag_seconds",
         "Age of the oldest unpublished outbox row",
         "metrics",
         "outbox_lag_seconds",
     ),
-    "chessboard_import_runs_running": (
-        "talent_import_runs rows in status Running",
-        "metrics",
-        "import_running",
-    ),
-}
+)
+STORE_UP = "chessboard_store_up"
+
+# name -> value of every store gauge, read in one go (raises when the store is unreachable)
+ReadStoreGauges = Callable[[], Mapping[str, float]]
+
+
+class FolderCollector(Collector):
+    """The multiprocess folder, plus a zero for every label-less counter no process has touched
+    yet: `increase()` then sees the first increment of a fresh deployment."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def collect(self) -> Iterator[Metric]:
+        families = {m.name: m for m in multiprocess.collect(self.folder)}
+        for counter in metrics.ALL:
+            if isinstance(counter, metrics.Counter) and not counter.labelnames:
+                family = families.get(counter.family)
+                if family is None:
+                    family = families[counter.family] = Metric(
+                        counter.family, counter.documentation, "counter"
+                    )
+                if not family.samples:
+                    family.add_sample(counter.name, {}, 0.0)
+        yield from families.values()
 
 
 class StoreGaugeCollector(Collector):
-    def __init__(self, url: str, poison_attempts: int) -> None:
-        self.url = url
-        self.poison_attempts = poison_attempts
+    def __init__(self, read: ReadStoreGauges) -> None:
+        self.read = read
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        up = GaugeMetricFamily("chessboard_store_up", "1 when the store answered the last scrape")
+        up = GaugeMetricFamily(STORE_UP, "1 when the store answered the last scrape")
         try:
-            with get_engine(self.url).connect() as conn:
-                values = {
-                    metric: float(
-                        conn.execute(
-                            queries(file)[query], {"poison_attempts": self.poison_attempts}
-                        ).scalar_one()
-                    )
-                    for metric, (_, file, query) in STORE_GAUGES.items()
-                }
-        except Exception as error:  # a scrape must not fail: report the store as down
+            values = self.read()
+        except Exception as error:  # noqa: BLE001 - a scrape must not fail: report the store as down
             log.warning("store gauges unavailable: %s", type(error).__name__)
             up.add_metric([], 0)
             yield up
             return
         up.add_metric([], 1)
         yield up
-        for metric, (help_text, _, _) in STORE_GAUGES.items():
-            gauge = GaugeMetricFamily(metric, help_text)
-            gauge.add_metric([], values[metric])
-            yield gauge
+        for gauge in STORE_GAUGES:
+            family = GaugeMetricFamily(gauge.name, gauge.documentation)
+            family.add_metric([], float(values[gauge.name]))
+            yield family
 
 
-def build_registry(url: str, poison_attempts: int) -> CollectorRegistry:
+def build_registry(folder: Path, read_store_gauges: ReadStoreGauges) -> CollectorRegistry:
     registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=metrics.multiproc_dir())
-    registry.register(StoreGaugeCollector(url, poison_attempts))
+    registry.register(FolderCollector(folder))
+    registry.register(StoreGaugeCollector(read_store_gauges))
     return registry
 
 
-def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("metrics", help="Prometheus exposition of the seeds' metrics")
-    commands = parser.add_subparsers(dest="metrics_command", required=True)
-    serve = commands.add_parser("serve", help="serve /metrics until Ctrl-C")
-    serve.add_argument("--port", type=int, required=True)
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.set_defaults(func=_serve)
-
-
-def _serve(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    registry = build_registry(database_url(settings), settings.recalc_poison_attempts)
-    server, thread = start_http_server(args.port, addr=args.host, registry=registry)
-    print(f"metrics on http://{args.host}:{args.port}/metrics", flush=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    stop.wait()
-    server.shutdown()
-    thread.join()
-    return 0
+def exposed_names() -> set[str]:
+    """Every sample name the exporter can expose: what rules and dashboards may name."""
+    names = {STORE_UP, *(gauge.name for gauge in STORE_GAUGES)}
+    for metric in metrics.ALL:
+        names.update(metric.samples())
+    return names

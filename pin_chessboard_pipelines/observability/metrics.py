@@ -1,76 +1,224 @@
-"""The jobs' metrics, in one registry, exported in Prometheus format by `pin-chessboard metrics serve`.
+"""The project's metrics: names, labels and help texts as the jobs' docs name them, and how a job
+process records them.
 
-Dagster runs are separate processes, so counters use prometheus_client's multi-process mode: every
-process writes to files under PROMETHEUS_MULTIPROC_DIR (default `<state dir>/metrics`), and the
-exporter sums them. Gauges that describe the store (queue depth, backlog, outbox lag) are read from
-PostgreSQL at scrape time by observability/exporter.py instead.
+Dagster runs are short-lived processes, so every process writes its samples to its own file in
+the metrics folder (observability/multiprocess.py); `pin-chessboard metrics serve` sums them.
+Importing this module does nothing but define the metrics: the folder comes from settings.py
+(PROMETHEUS_MULTIPROC_DIR) the first time a process records a sample.
+
+Rules for call sites (docs/talent-initial-import.md#metrics-logs-and-alerts):
+- a counter counts what committed: increment after the transaction, from its result
+  (`count_applied`), never inside it, so a rolled-back and retried page counts once;
+- a gauge that describes live state (an import running, its throughput, queue depths) is read
+  from PostgreSQL at scrape time (observability/exporter.py, STORE_GAUGES), so a crashed process
+  cannot leave it stuck; the gauges here are either timestamps (max) or `live` gauges that
+  disappear with their process.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from prometheus_client.mmap_dict import mmap_key
+from prometheus_client.utils import floatToGoString
+
+from pin_chessboard_pipelines.observability import multiprocess
 
 
-def _multiproc_dir() -> str:
-    configured = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if configured:
-        return configured
-    from pin_chessboard_pipelines.settings import load_settings
-
-    path = Path(os.environ.get("PIN_CHESSBOARD_STATE_DIR") or load_settings({}).state_dir) / "metrics"
-    return str(path)
+def _key(family: str, sample: str, labelnames: Sequence[str], labelvalues: Sequence[str], doc: str) -> str:
+    """The sample's key in a process file (prometheus_client's format, so its reader merges them)."""
+    return mmap_key(family, sample, list(labelnames), list(labelvalues), doc)
 
 
-def multiproc_dir() -> str:
-    return os.environ["PROMETHEUS_MULTIPROC_DIR"]
+DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
-# prometheus_client picks its value store when imported: the directory must be known first.
-os.environ["PROMETHEUS_MULTIPROC_DIR"] = _multiproc_dir()
-Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+@dataclass(frozen=True)
+class _Metric:
+    name: str  # as exposed: a counter's ends in _total
+    documentation: str
+    labelnames: tuple[str, ...] = ()
 
-from prometheus_client import Counter, Gauge, Histogram  # noqa: E402
+    @property
+    def kind(self) -> str:
+        raise NotImplementedError
 
-# talent-initial-import (docs/talent-initial-import.md#metrics-logs-and-alerts)
-IMPORT_RUNNING = Gauge(
-    "chessboard_import_running", "1 while a talent initial import runs", multiprocess_mode="max"
-)
+    @property
+    def file_prefix(self) -> str:
+        return self.kind
+
+    def _values(self, labelvalues: Sequence[object], labelkw: dict[str, object]) -> tuple[str, ...]:
+        if labelkw:
+            if labelvalues:
+                raise ValueError(f"{self.name}: labels positionally or by name, not both")
+            if set(labelkw) != set(self.labelnames):
+                raise ValueError(f"{self.name}: labels {sorted(labelkw)} != {list(self.labelnames)}")
+            labelvalues = [labelkw[n] for n in self.labelnames]
+        if len(labelvalues) != len(self.labelnames):
+            raise ValueError(f"{self.name}: expected labels {list(self.labelnames)}, got {list(labelvalues)}")
+        return tuple(str(v) for v in labelvalues)
+
+    def samples(self) -> tuple[str, ...]:
+        """The sample names this metric exposes (what PromQL can name)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Counter(_Metric):
+    @property
+    def kind(self) -> str:
+        return "counter"
+
+    @property
+    def family(self) -> str:
+        return self.name.removesuffix("_total")
+
+    def labels(self, *labelvalues: object, **labelkw: object) -> _CounterChild:
+        return _CounterChild(self, self._values(labelvalues, labelkw))
+
+    def inc(self, amount: float = 1.0) -> None:
+        _CounterChild(self, self._values((), {})).inc(amount)
+
+    def samples(self) -> tuple[str, ...]:
+        return (self.name,)
+
+
+@dataclass(frozen=True)
+class _CounterChild:
+    metric: Counter
+    labelvalues: tuple[str, ...]
+
+    def inc(self, amount: float = 1.0) -> None:
+        if amount < 0:
+            raise ValueError(f"{self.metric.name}: counters only go up, got {amount}")
+        if amount == 0:
+            return
+        m = self.metric
+        key = _key(m.family, m.name, m.labelnames, self.labelvalues, m.documentation)
+        multiprocess.record(m.file_prefix, key, amount, add=True)
+
+
+@dataclass(frozen=True)
+class Histogram(_Metric):
+    buckets: tuple[float, ...] = DEFAULT_BUCKETS
+
+    @property
+    def kind(self) -> str:
+        return "histogram"
+
+    def labels(self, *labelvalues: object, **labelkw: object) -> _HistogramChild:
+        return _HistogramChild(self, self._values(labelvalues, labelkw))
+
+    def observe(self, value: float) -> None:
+        _HistogramChild(self, self._values((), {})).observe(value)
+
+    def samples(self) -> tuple[str, ...]:
+        return (f"{self.name}_bucket", f"{self.name}_sum", f"{self.name}_count")
+
+    def bounds(self) -> tuple[float, ...]:
+        return (*self.buckets, math.inf)
+
+
+@dataclass(frozen=True)
+class _HistogramChild:
+    metric: Histogram
+    labelvalues: tuple[str, ...]
+
+    def observe(self, value: float) -> None:
+        m = self.metric
+        # every bucket is written (0 where the value does not fall) so that +Inf and the empty
+        # buckets are exposed, as histogram_quantile needs
+        first = next(i for i, bound in enumerate(m.bounds()) if value <= bound)
+        items = [
+            (
+                _key(
+                    m.name,
+                    f"{m.name}_bucket",
+                    (*m.labelnames, "le"),
+                    (*self.labelvalues, floatToGoString(bound)),
+                    m.documentation,
+                ),
+                1.0 if i == first else 0.0,
+            )
+            for i, bound in enumerate(m.bounds())
+        ]
+        items.append((_key(m.name, f"{m.name}_sum", m.labelnames, self.labelvalues, m.documentation), value))
+        multiprocess.record_many(m.file_prefix, items, add=True)
+
+
+@dataclass(frozen=True)
+class Gauge(_Metric):
+    # prometheus_client's multi-process modes; only those a crash cannot leave wrong are used:
+    # "max" for timestamps, "live*" for values that vanish with their process.
+    mode: str = "livemax"
+
+    @property
+    def kind(self) -> str:
+        return "gauge"
+
+    @property
+    def file_prefix(self) -> str:
+        return f"gauge_{self.mode}"
+
+    def labels(self, *labelvalues: object, **labelkw: object) -> _GaugeChild:
+        return _GaugeChild(self, self._values(labelvalues, labelkw))
+
+    def set(self, value: float) -> None:
+        _GaugeChild(self, self._values((), {})).set(value)
+
+    def samples(self) -> tuple[str, ...]:
+        return (self.name,)
+
+
+@dataclass(frozen=True)
+class _GaugeChild:
+    metric: Gauge
+    labelvalues: tuple[str, ...]
+
+    def set(self, value: float) -> None:
+        m = self.metric
+        key = _key(m.name, m.name, m.labelnames, self.labelvalues, m.documentation)
+        multiprocess.record(m.file_prefix, key, float(value), add=False)
+
+
+# -- talent-initial-import (docs/talent-initial-import.md#metrics-logs-and-alerts) -------------
+# chessboard_import_running and chessboard_import_throughput_items_per_sec are store gauges
+# (exporter.STORE_GAUGES): a killed import must not leave them at 1 / its last value.
 IMPORT_PAGES = Counter(
-    "chessboard_import_pages_total", "Import pages by stage and status", ["stage", "status"]
+    "chessboard_import_pages_total", "Import pages by stage and status", ("stage", "status")
 )
 IMPORT_ITEMS = Counter(
-    "chessboard_import_items_total", "Import items by aggregate and result", ["aggregate", "result"]
+    "chessboard_import_items_total", "Import items by aggregate and result", ("aggregate", "result")
 )
 IMPORT_PAGE_DURATION = Histogram(
     "chessboard_import_page_duration_ms",
     "Duration of one import page (fetch + apply), milliseconds",
     buckets=(10, 25, 50, 100, 250, 500, 1000, 2000, 3000, 5000, 10000, 30000),
 )
-IMPORT_THROUGHPUT = Gauge(
-    "chessboard_import_throughput_items_per_sec",
-    "Items per second of the last import stage",
-    multiprocess_mode="max",
-)
 IMPORT_FAILED_ITEMS = Counter("chessboard_import_failed_items_total", "Quarantined import items")
 SYNC_UNKNOWN_ENUM = Counter(
     "chessboard_sync_unknown_enum_total",
     "Enum values outside the contract, replaced by the fallback",
-    ["enum", "value"],
+    ("enum", "value"),
 )
 SYNC_UNRESOLVED_REFERENCE = Counter(
-    "chessboard_sync_unresolved_reference_total", "Region/city ids the handbook does not know", ["reference"]
+    "chessboard_sync_unresolved_reference_total", "Region/city ids the handbook does not know", ("reference",)
 )
 
-# project-aggregates-recalc (docs/project-aggregates-recalc.md#metrics-logs-and-alerts)
+# -- project-aggregates-recalc (docs/project-aggregates-recalc.md#metrics-logs-and-alerts) -----
 RECALC_PROCESS_DURATION = Histogram(
     "chessboard_recalc_process_duration_seconds",
     "Recalc of one project",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2, 5),
 )
-RECALC_RUNS = Counter("chessboard_recalc_runs_total", "Project recalcs by result", ["result"])
+RECALC_RUNS = Counter("chessboard_recalc_runs_total", "Project recalcs by result", ("result",))
 RECALC_COALESCED = Counter("chessboard_recalc_coalesced_events_total", "Σ RequestedCount of drained rows")
-RECALC_REPUBLISHED = Counter("chessboard_recalc_republished_total", "Snapshot events republished", ["entity"])
+RECALC_REPUBLISHED = Counter(
+    "chessboard_recalc_republished_total", "Snapshot events republished", ("entity",)
+)
 RECALC_LAG = Histogram(
     "chessboard_recalc_event_lag_seconds",
     "From the first request of a queue row to the commit of its recalc",
@@ -84,23 +232,48 @@ RECALC_TICKS = Counter("chessboard_recalc_ticks_total", "Evaluations of the reca
 RECALC_LAST_TICK = Gauge(
     "chessboard_recalc_last_tick_timestamp_seconds",
     "Unix time of the last recalc sensor evaluation (liveness)",
-    multiprocess_mode="max",
+    mode="max",
 )
 
-# outbox relay
+# -- outbox relay (docs/events.md#outbox-and-relay) --------------------------------------------
 OUTBOX_PUBLISHED = Counter(
-    "chessboard_outbox_published_total", "Outbox messages acknowledged by Kafka", ["topic"]
+    "chessboard_outbox_published_total", "Outbox messages acknowledged by Kafka", ("topic",)
 )
 OUTBOX_PUBLISH_ERRORS = Counter("chessboard_outbox_publish_errors_total", "Failed relay attempts")
 
-# talent-chessboard-sync (streaming consumer; docs/talent-source.md#streaming-sync)
+# -- talent-sync, the streaming consumer (docs/talent-source.md#streaming-sync) ---------------
 TALENT_SYNC_MESSAGES = Counter(
     "chessboard_talent_sync_messages_total",
     "Talent topic messages applied by the streaming sync, by stage and result",
-    ["stage", "result"],
+    ("stage", "result"),
 )
 TALENT_SYNC_LAG = Gauge(
     "chessboard_talent_sync_lag_messages",
-    "Messages of the Talent topics not yet applied by the streaming sync (last measured)",
-    multiprocess_mode="mostrecent",
+    "Messages of the Talent topics not yet applied by the running streaming sync",
+    mode="livemax",
 )
+
+ALL: tuple[Counter | Histogram | Gauge, ...] = tuple(
+    value for value in list(globals().values()) if isinstance(value, Counter | Histogram | Gauge)
+)
+
+
+class AppliedResult(Protocol):
+    """What count_applied reads of replica.apply.ApplyResult."""
+
+    @property
+    def quarantined(self) -> Sequence[object]: ...
+    @property
+    def unknown_enums(self) -> Sequence[tuple[str, str]]: ...
+    @property
+    def unresolved_references(self) -> Sequence[str]: ...
+
+
+def count_applied(result: AppliedResult) -> None:
+    """The apply path's counters, from the result of a committed apply (never a DryRun's): called
+    after the commit, so a page rolled back and applied again counts once."""
+    IMPORT_FAILED_ITEMS.inc(len(result.quarantined))
+    for enum, value in result.unknown_enums:
+        SYNC_UNKNOWN_ENUM.labels(enum, value).inc()
+    for reference in result.unresolved_references:
+        SYNC_UNRESOLVED_REFERENCE.labels(reference).inc()

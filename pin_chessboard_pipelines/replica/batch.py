@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from pin_chessboard_pipelines.observability.logs import log_event
-from pin_chessboard_pipelines.observability.metrics import SYNC_UNKNOWN_ENUM, SYNC_UNRESOLVED_REFERENCE
 from pin_chessboard_pipelines.replica.columns import ReplicaEntity
 from pin_chessboard_pipelines.replica.context import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.talent.snapshots import ERROR_MESSAGE_LIMIT, TalentRecord
@@ -67,18 +66,14 @@ class Batch:
             self.touched[project[0]] = project[1]
 
     def report(self, record: TalentRecord) -> None:
-        """Unknown enum values and unresolved references of an applied item: warning + metric
-        (no metric in a DryRun: nothing was stored)."""
+        """Unknown enum values and unresolved references of an applied item: a warning; the caller
+        counts them from the result once its transaction committed (metrics.count_applied)."""
         for enum, value in record.unknown_enums:
             self.result.unknown_enums.append((enum, value))
             self._warn(record, "unknown-enum-value", {"Enum": enum, "Value": value})
-            if not self.ctx.dry_run:
-                SYNC_UNKNOWN_ENUM.labels(enum, value).inc()
         for reference in record.unresolved_references:
             self.result.unresolved_references.append(reference)
             self._warn(record, "unresolved-reference", {"Reference": reference})
-            if not self.ctx.dry_run:
-                SYNC_UNRESOLVED_REFERENCE.labels(reference).inc()
 
     def _warn(self, record: TalentRecord, event: str, fields: dict[str, Any]) -> None:
         ctx = self.ctx

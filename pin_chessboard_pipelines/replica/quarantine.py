@@ -9,14 +9,14 @@ from uuid import UUID
 
 from sqlalchemy.engine import Connection
 
-from pin_chessboard_pipelines.observability.metrics import IMPORT_FAILED_ITEMS
 from pin_chessboard_pipelines.replica.batch import Quarantine
 from pin_chessboard_pipelines.store.cursor import Cursor
 from pin_chessboard_pipelines.store.queries import cursor_queries
 
 
 def insert_failed_items(conn: Connection, run_id: UUID, stage: str, rows: Sequence[Quarantine]) -> None:
-    """One INSERT of the rows in the caller's transaction, counted in chessboard_import_failed_items_total."""
+    """One INSERT of the rows in the caller's transaction (counted in chessboard_import_failed_items_total
+    by the caller once that transaction committed: observability.metrics.count_applied)."""
     if not rows:
         return
     with Cursor(conn) as cur:
@@ -31,7 +31,6 @@ def insert_failed_items(conn: Connection, run_id: UUID, stage: str, rows: Sequen
                 "payloads": [payload_json(q.raw) for q in rows],
             },
         )
-    IMPORT_FAILED_ITEMS.inc(len(rows))
 
 
 def payload_json(raw: Any) -> str:

@@ -16,7 +16,12 @@ from pin_chessboard_pipelines.entities import Entity
 from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
-from pin_chessboard_pipelines.observability.metrics import IMPORT_ITEMS, IMPORT_PAGE_DURATION, IMPORT_PAGES
+from pin_chessboard_pipelines.observability.metrics import (
+    IMPORT_ITEMS,
+    IMPORT_PAGE_DURATION,
+    IMPORT_PAGES,
+    count_applied,
+)
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
 from pin_chessboard_pipelines.talent_import import runs
@@ -165,11 +170,11 @@ class PageWorker:
     def _record_failure(self, page: runs.ClaimedPage, error: Exception, permanent: bool) -> None:
         session, stage = self.session, self.stage
         tracing.record_error(error)
-        IMPORT_PAGES.labels(stage.stage, "Failed").inc()
         with session.engine.begin() as conn:
             attempts = runs.record_page_failure(
                 conn, page, error_line(error), self.options.retry_seconds, permanent=permanent
             )
+        IMPORT_PAGES.labels(stage.stage, "Failed").inc()
         log_event(
             log,
             logging.WARNING,
@@ -205,7 +210,8 @@ class PageWorker:
             count = getattr(result, name)
             if count:
                 IMPORT_ITEMS.labels(aggregate, name).inc(count)
-        # quarantined items and unknown enum values are logged and counted by the apply path
+        if not self.work.context.dry_run:  # the page committed: its quarantine and unknown enums count now
+            count_applied(result)
         log_event(
             log,
             logging.INFO,

@@ -20,7 +20,6 @@ from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
-from pin_chessboard_pipelines.observability.metrics import IMPORT_RUNNING
 from pin_chessboard_pipelines.replica.apply import DryRunState, apply_snapshots
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
@@ -143,7 +142,6 @@ class ImportSession:
         except BaseException:
             self.lock.release()
             raise
-        IMPORT_RUNNING.set(1)
         self._start_trace()
         log_event(
             log,
@@ -220,8 +218,6 @@ class ImportSession:
         """Releases the lock (every case) and the source's connections."""
         tracing.end_span(self.trace_span)  # a no-op when finish() ended it
         try:
-            if self.lock.held:
-                IMPORT_RUNNING.set(0)
             self.lock.release()
         finally:
             self.source.close()

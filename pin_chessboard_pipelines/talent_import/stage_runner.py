@@ -17,7 +17,7 @@ from pin_chessboard_pipelines.entities import Entity
 from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
-from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGES, IMPORT_THROUGHPUT
+from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGES
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed, StageReport
@@ -79,7 +79,6 @@ def run_stage(session: ImportRun, stage: Entity) -> StageReport:
         page_durations_ms=work.page_durations_ms,
     )
     if complete:
-        IMPORT_THROUGHPUT.set(report.items_per_second)
         log_event(
             log,
             logging.INFO,

@@ -40,7 +40,11 @@ from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused, error_line
 from pin_chessboard_pipelines.events.relay import OutboxRelay
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.observability import tracing
-from pin_chessboard_pipelines.observability.metrics import TALENT_SYNC_LAG, TALENT_SYNC_MESSAGES
+from pin_chessboard_pipelines.observability.metrics import (
+    TALENT_SYNC_LAG,
+    TALENT_SYNC_MESSAGES,
+    count_applied,
+)
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
@@ -377,6 +381,7 @@ class TalentSync:
         for stage_name, r, tombstones in applied:  # counted once the transaction committed
             result.add(stage_name, r, tombstones)
             total.events += r.events
+            count_applied(r)
             for name in ("applied", "skipped", "failed"):
                 if getattr(r, name):
                     TALENT_SYNC_MESSAGES.labels(stage_name, name).inc(getattr(r, name))

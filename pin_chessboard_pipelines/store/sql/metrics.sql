@@ -1,5 +1,6 @@
--- Gauges that describe the store, read by `pin-chessboard metrics serve` at scrape time.
--- Each query returns one row with one column `value`. The recalc queue's gauges are in recalc.sql.
+-- Gauges of live state, read by `pin-chessboard metrics serve` at scrape time (observability/
+-- exporter.py, STORE_GAUGES). Each query returns one row with one column `value`. The recalc
+-- queue's gauges are in recalc.sql.
 
 -- name: outbox_backlog
 SELECT count(*) AS value FROM chessboard.outbox_messages WHERE published_at IS NULL
@@ -8,5 +9,34 @@ SELECT count(*) AS value FROM chessboard.outbox_messages WHERE published_at IS N
 SELECT coalesce(extract(epoch FROM now() - min(occurred_at)), 0) AS value
 FROM chessboard.outbox_messages WHERE published_at IS NULL
 
--- name: import_running
+-- name: import_runs_running
+-- Running rows, a killed import's included (it stays Running until resumed).
 SELECT count(*) AS value FROM chessboard.talent_import_runs WHERE status = 'Running'
+
+-- name: import_running
+-- 1 while an import runs: a Running row and a session holding the import's advisory lock (a
+-- killed process loses the lock with its session, so this cannot stay 1). pg_locks shows a bigint
+-- key as classid = high 32 bits, objid = low 32 bits, objsubid = 1.
+SELECT (count(*) > 0)::int AS value
+FROM chessboard.talent_import_runs r
+WHERE r.status = 'Running'
+  AND EXISTS (
+    SELECT 1 FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND l.classid = ((CAST(:import_lock_key AS bigint) >> 32) & 4294967295)::bigint::oid
+      AND l.objid = (CAST(:import_lock_key AS bigint) & 4294967295)::bigint::oid
+  )
+
+-- name: import_throughput
+-- Items of the Running runs' pages Done in the last :window_seconds seconds, per second.
+SELECT coalesce(sum(p.items_applied + p.items_skipped + p.items_failed), 0)::float
+       / CAST(:window_seconds AS float) AS value
+FROM chessboard.talent_import_pages p
+WHERE p.run_id IN (SELECT id FROM chessboard.talent_import_runs WHERE status = 'Running')
+  AND p.status = 'Done'
+  AND p.updated_at > now() - make_interval(secs => CAST(:window_seconds AS float))
+
+-- name: import_run_duration
+SELECT coalesce(extract(epoch FROM now() - min(started_at)), 0) AS value
+FROM chessboard.talent_import_runs WHERE status = 'Running'

@@ -201,8 +201,10 @@ WHERE project_id = :project_id
 SELECT count(*) AS value FROM chessboard.project_recalc_requests
 
 -- name: due_backlog
--- Gauge chessboard_recalc_due_backlog: rows whose DueAt has passed (poison rows included).
-SELECT count(*) AS value FROM chessboard.project_recalc_requests WHERE due_at <= now()
+-- Gauge chessboard_recalc_due_backlog: rows whose DueAt has passed and that the drain will take
+-- (poison rows are chessboard_recalc_poison_rows; counting them here kept the backlog alert firing).
+SELECT count(*) AS value FROM chessboard.project_recalc_requests
+WHERE due_at <= now() AND attempt_count < :poison_attempts
 
 -- name: poison_count
 -- Gauge chessboard_recalc_poison_rows: rows kept for the runbook (threshold from settings).

@@ -1,0 +1,20 @@
+"""The store gauges of `metrics serve` (observability/exporter.py): one named query each."""
+
+from __future__ import annotations
+
+from pin_chessboard_pipelines.observability.exporter import STORE_GAUGES, THROUGHPUT_WINDOW_SECONDS
+from pin_chessboard_pipelines.store.engine import get_engine
+from pin_chessboard_pipelines.store.queries import queries
+
+
+def read_store_gauges(url: str, poison_attempts: int, import_lock_key: int) -> dict[str, float]:
+    params = {
+        "poison_attempts": poison_attempts,
+        "import_lock_key": import_lock_key,
+        "window_seconds": THROUGHPUT_WINDOW_SECONDS,
+    }
+    with get_engine(url).connect() as conn:
+        return {
+            gauge.name: float(conn.execute(queries(gauge.file)[gauge.query], params).scalar_one())
+            for gauge in STORE_GAUGES
+        }
