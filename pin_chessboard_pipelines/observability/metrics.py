@@ -17,6 +17,7 @@ Rules for call sites (docs/talent-initial-import.md#metrics-logs-and-alerts):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,8 +29,12 @@ from prometheus_client.utils import floatToGoString
 from pin_chessboard_pipelines.observability import multiprocess
 
 
-def _key(family: str, sample: str, labelnames: Sequence[str], labelvalues: Sequence[str], doc: str) -> str:
-    """The sample's key in a process file (prometheus_client's format, so its reader merges them)."""
+@functools.lru_cache(maxsize=8192)
+def _key(
+    family: str, sample: str, labelnames: tuple[str, ...], labelvalues: tuple[str, ...], doc: str
+) -> str:
+    """The sample's key in a process file (prometheus_client's format, so its reader merges them);
+    cached: building it (JSON) costs more than writing the value."""
     return mmap_key(family, sample, list(labelnames), list(labelvalues), doc)
 
 
@@ -132,21 +137,25 @@ class _HistogramChild:
         # every bucket is written (0 where the value does not fall) so that +Inf and the empty
         # buckets are exposed, as histogram_quantile needs
         first = next(i for i, bound in enumerate(m.bounds()) if value <= bound)
-        items = [
-            (
-                _key(
-                    m.name,
-                    f"{m.name}_bucket",
-                    (*m.labelnames, "le"),
-                    (*self.labelvalues, floatToGoString(bound)),
-                    m.documentation,
-                ),
-                1.0 if i == first else 0.0,
-            )
-            for i, bound in enumerate(m.bounds())
-        ]
-        items.append((_key(m.name, f"{m.name}_sum", m.labelnames, self.labelvalues, m.documentation), value))
+        buckets, total = _histogram_keys(m, self.labelvalues)
+        items = [(key, 1.0 if i == first else 0.0) for i, key in enumerate(buckets)]
+        items.append((total, value))
         multiprocess.record_many(m.file_prefix, items, add=True)
+
+
+@functools.lru_cache(maxsize=1024)
+def _histogram_keys(m: Histogram, labelvalues: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+    buckets = tuple(
+        _key(
+            m.name,
+            f"{m.name}_bucket",
+            (*m.labelnames, "le"),
+            (*labelvalues, floatToGoString(b)),
+            m.documentation,
+        )
+        for b in m.bounds()
+    )
+    return buckets, _key(m.name, f"{m.name}_sum", m.labelnames, labelvalues, m.documentation)
 
 
 @dataclass(frozen=True)
