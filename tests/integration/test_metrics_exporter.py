@@ -1,44 +1,142 @@
-"""`metrics serve` exposes the multi-process counters and the store gauges."""
+"""`metrics serve`'s registry on a real store: the live gauges come from PostgreSQL (a killed
+import cannot leave chessboard_import_running at 1, poison rows are not due backlog), and the
+apply path's counters count a page once even when its transaction was rolled back and retried."""
 
 from __future__ import annotations
 
 import uuid
+from functools import partial
+from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from prometheus_client import generate_latest
 
-from pin_chessboard_pipelines.observability import metrics
+from pin_chessboard_pipelines.observability import multiprocess
 from pin_chessboard_pipelines.observability.exporter import build_registry
+from pin_chessboard_pipelines.replica.apply import apply_snapshots
+from pin_chessboard_pipelines.store.gauges import read_store_gauges
+from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
+from pin_chessboard_pipelines.talent_import.lock import IMPORT_LOCK_KEY, AdvisoryLock
+from pin_chessboard_pipelines.talent_import.request import build_request
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
+from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 
 
-def _value(text: str, name: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"{name} not exposed")
+@pytest.fixture
+def folder(tmp_path: Path):
+    multiprocess.configure(tmp_path / "metrics")
+    yield tmp_path / "metrics"
+    multiprocess.configure(None)
 
 
-def test_store_gauges_and_counters(db_url, engine):
+def _scrape(db_url: str, folder: Path) -> dict[str, float]:
+    registry = build_registry(folder, partial(read_store_gauges, db_url, 5, IMPORT_LOCK_KEY))
+    out = {}
+    for line in generate_latest(registry).decode().splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def test_recalc_gauges_leave_poison_rows_out_of_the_due_backlog(db_url, engine, folder):
     with engine.begin() as conn:
         conn.execute(
             sa.text(
                 "INSERT INTO chessboard.project_recalc_requests "
                 "(project_id, tenant_id, due_at, first_requested_at, last_reason, attempt_count) "
-                "VALUES (:p1, :t, now() - interval '1 minute', now(), 'Crud', 0), "
-                "       (:p2, :t, now() + interval '1 hour', now(), 'Crud', 7)"
+                "SELECT gen_random_uuid(), :t, now() - interval '1 minute', now(), 'Crud', "
+                "       CASE WHEN i <= 150 THEN 5 ELSE 0 END "
+                "FROM generate_series(1, 153) AS i "
+                "UNION ALL SELECT :p, :t, now() + interval '1 hour', now(), 'Crud', 0"
             ),
-            {"p1": uuid.uuid4(), "p2": uuid.uuid4(), "t": uuid.uuid4()},
+            {"p": uuid.uuid4(), "t": uuid.uuid4()},
         )
-    metrics.RECALC_RUNS.labels("success").inc(3)
-    text = generate_latest(build_registry(db_url, poison_attempts=5)).decode()
-    assert _value(text, "chessboard_store_up") == 1
-    assert _value(text, "chessboard_recalc_queue_depth") == 2
-    assert _value(text, "chessboard_recalc_due_backlog") == 1
-    assert _value(text, "chessboard_recalc_poison_rows") == 1
-    assert _value(text, "chessboard_outbox_backlog") == 0
-    assert 'chessboard_recalc_runs_total{result="success"}' in text
+    values = _scrape(db_url, folder)
+    assert values["chessboard_store_up"] == 1
+    assert values["chessboard_recalc_queue_depth"] == 154
+    assert values["chessboard_recalc_due_backlog"] == 3  # 150 poison rows do not keep the backlog alert up
+    assert values["chessboard_recalc_poison_rows"] == 150
+    assert values["chessboard_outbox_backlog"] == 0
 
 
-def test_store_down_is_reported_not_raised():
-    text = generate_latest(build_registry("postgresql://nobody@127.0.0.1:1/none", poison_attempts=5)).decode()
-    assert _value(text, "chessboard_store_up") == 0
+def test_import_running_follows_the_lock_not_a_leftover_row(db_url, engine, folder):
+    run_id = uuid.uuid4()
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO chessboard.talent_import_runs (id, mode, status, started_at, correlation_id, page_size) "
+                "VALUES (:id, 'ApiPull', 'Running', now() - interval '3 hours', :id, 10)"
+            ),
+            {"id": run_id},
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO chessboard.talent_import_pages "
+                "(run_id, stage, page_no, status, items_planned, items_applied, items_skipped, items_failed) "
+                "VALUES (:id, 'Projects', 0, 'Done', 30, 20, 6, 4), (:id, 'Projects', 1, 'Pending', 30, 0, 0, 0)"
+            ),
+            {"id": run_id},
+        )
+    # a killed import: the row says Running, nobody holds the lock
+    values = _scrape(db_url, folder)
+    assert values["chessboard_import_running"] == 0
+    assert values["chessboard_import_runs_running"] == 1
+    assert values["chessboard_import_run_duration_seconds"] > 3 * 3600 - 60
+    assert values["chessboard_import_throughput_items_per_sec"] == pytest.approx(30 / 60)
+    with AdvisoryLock(db_url) as lock:
+        lock.acquire(timeout=0)
+        assert _scrape(db_url, folder)["chessboard_import_running"] == 1
+    assert _scrape(db_url, folder)["chessboard_import_running"] == 0
+
+
+def test_store_down_is_reported_not_raised(folder):
+    values = _scrape("postgresql://nobody@127.0.0.1:1/none", folder)
+    assert values["chessboard_store_up"] == 0
+    assert "chessboard_import_running" not in values
+
+
+def test_a_rolled_back_page_counts_its_quarantine_once(db_url, engine, talent_sim, folder):
+    """The first attempt of every property-object page fails after the apply (inside the page
+    transaction); the retry commits. Failed items and unknown enums are counted once."""
+    sim = talent_sim(DatasetSpec(objects_per_project=8, poison_every=3, unknown_enum_every=2))
+    failed_once: set[str] = set()
+
+    def flaky_apply(conn, entity, items, ctx):
+        result = apply_snapshots(conn, entity, items, ctx)
+        key = f"{entity}:{items[0]['id'] if items else ''}"
+        if entity == "propertyObject" and key not in failed_once:
+            failed_once.add(key)
+            raise ConnectionError("the store went away before the commit")
+        return result
+
+    result = run_import(
+        db_url,
+        build_request(page_size=4, workers=1),
+        ApiPullSource(sim.url),
+        options=ImportOptions(retry_seconds=0.01, idle_poll_seconds=0.02, lock_timeout_seconds=1),
+        apply=flaky_apply,
+    )
+    assert result.status == "Completed" and failed_once
+    with engine.connect() as conn:
+        quarantined = conn.execute(
+            sa.text("SELECT count(*) FROM chessboard.talent_import_failed_items")
+        ).scalar()
+    values = _scrape(db_url, folder)
+    assert quarantined > 0
+    assert values["chessboard_import_failed_items_total"] == quarantined == result.totals.failed
+    unknown = sum(v for k, v in values.items() if k.startswith("chessboard_sync_unknown_enum_total{"))
+    assert unknown > 0
+    done = sum(
+        v
+        for k, v in values.items()
+        if k.startswith("chessboard_import_pages_total{") and 'status="Done"' in k
+    )
+    with engine.connect() as conn:
+        assert (
+            done
+            == conn.execute(
+                sa.text("SELECT count(*) FROM chessboard.talent_import_pages WHERE status = 'Done'")
+            ).scalar()
+        )
