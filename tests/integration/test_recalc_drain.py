@@ -472,32 +472,32 @@ def test_backlog_drains_in_one_call_across_batches(engine):
 
 
 def test_drain_updates_the_seed_metrics(engine):
-    from pin_chessboard_pipelines.observability import metrics
+    from tests.support.metrics import sample_value
 
-    def value(metric) -> float:
-        return metric._value.get()
+    def snapshot() -> dict[str, float]:
+        return {
+            "success": sample_value("chessboard_recalc_runs_total", result="success"),
+            "skipped": sample_value("chessboard_recalc_runs_total", result="skipped"),
+            "coalesced": sample_value("chessboard_recalc_coalesced_events_total"),
+            "project": sample_value("chessboard_recalc_republished_total", entity="project"),
+            "layout": sample_value("chessboard_recalc_republished_total", entity="layout"),
+            "durations": sample_value("chessboard_recalc_process_duration_seconds_count"),
+            "lags": sample_value("chessboard_recalc_event_lag_seconds_count"),
+        }
 
-    def histogram_count(histogram) -> float:
-        return sum(bucket.get() for bucket in histogram._buckets)
-
-    before = {
-        "success": value(metrics.RECALC_RUNS.labels(result="success")),
-        "skipped": value(metrics.RECALC_RUNS.labels(result="skipped")),
-        "coalesced": value(metrics.RECALC_COALESCED),
-        "project": value(metrics.RECALC_REPUBLISHED.labels(entity="project")),
-        "layout": value(metrics.RECALC_REPUBLISHED.labels(entity="layout")),
-        "durations": histogram_count(metrics.RECALC_PROCESS_DURATION),
-        "lags": histogram_count(metrics.RECALC_LAG),
-    }
+    before = snapshot()
     with engine.begin() as conn:
         b = StoreBuilder(conn)
         b.request(standard_project(b), requested_count=4)
         b.request(standard_project(b, status="Archived"), requested_count=2)
     drain(engine)
-    assert value(metrics.RECALC_RUNS.labels(result="success")) - before["success"] == 1
-    assert value(metrics.RECALC_RUNS.labels(result="skipped")) - before["skipped"] == 1
-    assert value(metrics.RECALC_COALESCED) - before["coalesced"] == 6
-    assert value(metrics.RECALC_REPUBLISHED.labels(entity="project")) - before["project"] == 1
-    assert value(metrics.RECALC_REPUBLISHED.labels(entity="layout")) - before["layout"] == 2
-    assert histogram_count(metrics.RECALC_PROCESS_DURATION) - before["durations"] == 1
-    assert histogram_count(metrics.RECALC_LAG) - before["lags"] == 1
+    after = snapshot()
+    assert {k: after[k] - before[k] for k in before} == {
+        "success": 1,
+        "skipped": 1,
+        "coalesced": 6,
+        "project": 1,
+        "layout": 2,
+        "durations": 1,
+        "lags": 1,
+    }
