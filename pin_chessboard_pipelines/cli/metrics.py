@@ -29,6 +29,7 @@ def _serve(args: argparse.Namespace) -> int:
     from pin_chessboard_pipelines.runtime.services import database_url
     from pin_chessboard_pipelines.settings import load_settings
     from pin_chessboard_pipelines.store.gauges import read_store_gauges
+    from pin_chessboard_pipelines.talent_import.lock import LOCK as IMPORT_LOCK
 
     settings = load_settings()
     folder = settings.metrics_dir

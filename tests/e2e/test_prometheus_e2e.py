@@ -18,7 +18,7 @@ from pin_chessboard_pipelines.observability.exporter import exposed_names
 from pin_chessboard_pipelines.runtime.embedded import free_port
 from pin_chessboard_pipelines.settings import PROJECT_ROOT
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 from tests.support.prometheus import Prometheus, prometheus_scraping
 from tests.unit.test_dashboard import dashboard_expressions
 

@@ -17,7 +17,7 @@ from pin_chessboard_pipelines.observability.exporter import build_registry
 from pin_chessboard_pipelines.replica.apply import apply_snapshots
 from pin_chessboard_pipelines.store.gauges import read_store_gauges
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
-from pin_chessboard_pipelines.talent_import.lock import IMPORT_LOCK_KEY, AdvisoryLock
+from pin_chessboard_pipelines.talent_import.lock import LOCK, ImportLock
 from pin_chessboard_pipelines.talent_import.request import build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
@@ -31,7 +31,7 @@ def folder(tmp_path: Path):
 
 
 def _scrape(db_url: str, folder: Path) -> dict[str, float]:
-    registry = build_registry(folder, partial(read_store_gauges, db_url, 5, IMPORT_LOCK_KEY))
+    registry = build_registry(folder, partial(read_store_gauges, db_url, 5, LOCK.key))
     out = {}
     for line in generate_latest(registry).decode().splitlines():
         if line and not line.startswith("#"):
@@ -85,9 +85,12 @@ def test_import_running_follows_the_lock_not_a_leftover_row(db_url, engine, fold
     assert values["chessboard_import_runs_running"] == 1
     assert values["chessboard_import_run_duration_seconds"] > 3 * 3600 - 60
     assert values["chessboard_import_throughput_items_per_sec"] == pytest.approx(30 / 60)
-    with AdvisoryLock(db_url) as lock:
-        lock.acquire(timeout=0)
+    lock = ImportLock(db_url)
+    lock.acquire(timeout=0)
+    try:
         assert _scrape(db_url, folder)["chessboard_import_running"] == 1
+    finally:
+        lock.release()
     assert _scrape(db_url, folder)["chessboard_import_running"] == 0
 
 
