@@ -18,6 +18,7 @@ take it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -113,6 +114,8 @@ def record_many(prefix: str, items: Iterable[tuple[str, float]], add: bool) -> N
     with _lock:
         try:
             if _writer is None or _writer.pid != os.getpid():  # first use, or a forked child
+                if _writer is None:
+                    atexit.register(_close_at_exit)
                 _writer = _Writer(directory())
             values = _writer.file(prefix)
             now = time.time()
@@ -123,6 +126,12 @@ def record_many(prefix: str, items: Iterable[tuple[str, float]], add: bool) -> N
             if not _warned:
                 _warned = True
                 log.warning("metrics not recorded (%s: %s)", type(error).__name__, error)
+
+
+def _close_at_exit() -> None:
+    with _lock:
+        if _writer is not None and _writer.pid == os.getpid():
+            _writer.close()
 
 
 # -- compaction and reading (metrics serve) ----------------------------------------------------
