@@ -1,5 +1,5 @@
 # Two commands: `make demo` (the import and the recalc on embedded defaults, UI left up) and
-# `make test` (lint, types, the suite). Both install into .venv first when needed.
+# `make test` (lint, types, import layers, the suite). Both install into .venv first when needed.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -22,6 +22,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy pin_chessboard_pipelines
+	$(BIN)/lint-imports
 
 test: lint
 	$(BIN)/python -m pytest
