@@ -1,7 +1,7 @@
-"""The daily inventory of each project (chessboard-store.md, "Analytics (v1.1)") as pandas frames.
+"""The daily inventory of each project (docs/store.md#analytics) as pandas frames.
 
 Pure: frames of replica rows in, one row per project out; no database. The definitions are the
-aggregates' (chessboard-store.md, "Aggregates"): free = live and `Free`, total = live and not
+aggregates' (docs/project-aggregates-recalc.md#aggregates): free = live and `Free`, total = live and not
 `Hidden`. Prices stay exact: they arrive as integers with their scale, are ordered and summed as integers
 of the day's largest scale, and leave as decimals, never through a binary float.
 """

@@ -90,6 +90,6 @@ def read_inventory_day(conn: Connection, day: date) -> pd.DataFrame:
 
 def drift(conn: Connection) -> list[Divergence]:
     """The recalc audit's divergences without the pending ones: a project with a row in the recalc
-    queue is not drift (chessboard-store.md, "Changes of v1.1", Audit)."""
+    queue is not drift (docs/project-aggregates-recalc.md#audit)."""
     pending = {UUID(str(row[0])) for row in conn.execute(queries("analytics")["pending_recalc_projects"])}
     return [d for d in audit(conn) if d.project_id not in pending]

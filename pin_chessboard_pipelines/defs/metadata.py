@@ -37,7 +37,7 @@ ASSET_TABLES: Mapping[str, Table] = {
     "project_inventory_daily": tables.project_inventory_daily,
 }
 
-# Column descriptions (chessboard-store.md); a (table, column) entry wins over the column's name.
+# Column descriptions (docs/store.md); a (table, column) entry wins over the column's name.
 COLUMN_DESCRIPTIONS: Mapping[str, str] = {
     "id": "PIN id (a deterministic function of the Talent id)",
     "external_talent_id": "Talent id",

@@ -303,7 +303,7 @@ outbox_messages = Table(
     ),
 )
 
-# Analytics (chessboard-store.md, "Analytics (v1.1)"): one row per live, non-archived project and day.
+# Analytics (docs/store.md#analytics): one row per live, non-archived project and day.
 project_inventory_daily = Table(
     "project_inventory_daily",
     metadata,

@@ -1,5 +1,5 @@
-"""The daily inventory history analysts read: `project_inventory_daily` (chessboard-store.md,
-"Analytics (v1.1)"), its drift gate, its freshness check and the schedules that run them.
+"""The daily inventory history analysts read: `project_inventory_daily`
+(docs/store.md#analytics), its drift gate, its freshness check and the schedules that run them.
 
 Thin shell: the read and the write are analytics/store.py's, the numbers analytics/inventory.py's.
 """

@@ -1,4 +1,4 @@
--- Analytics over the replica (chessboard-store.md, "Analytics (v1.1)").
+-- Analytics over the replica (docs/store.md#analytics).
 
 -- name: inventory_rows
 -- Everything one day of project_inventory_daily needs, in one read (COPY ... TO STDOUT, CSV):
@@ -30,7 +30,7 @@ WHERE l.deleted_at IS NULL
 
 -- name: pending_recalc_projects
 -- Projects with a row in the recalc queue: their divergences are pending, not drift
--- (chessboard-store.md, "Changes of v1.1", Audit).
+-- (docs/project-aggregates-recalc.md#audit).
 SELECT project_id FROM chessboard.project_recalc_requests
 
 -- name: delete_inventory_day
