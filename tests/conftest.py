@@ -12,4 +12,5 @@ pytest_plugins = [
     "tests.support.postgres",
     "tests.support.kafka",
     "tests.support.talent_sim",
+    "tests.support.dagster_stack",
 ]

@@ -42,6 +42,7 @@ def prepare_dagster_home(settings: Settings) -> Path:
     if not target.exists():
         shutil.copyfile(PROJECT_ROOT / "dagster.yaml", target)
     os.environ["DAGSTER_HOME"] = str(home)
-    os.environ.setdefault("DAGSTER_POSTGRES_URL", dagster_postgres_url(settings))
+    # normalised here too, for a DAGSTER_HOME whose dagster.yaml predates store/dagster_storage.py
+    os.environ["DAGSTER_POSTGRES_URL"] = dagster_postgres_url(settings)
     os.environ.setdefault("CHESSBOARD_DATABASE_URL", database_url(settings))
     return home

@@ -1,0 +1,25 @@
+"""The standard deployment (webserver + daemon on the project's dagster.yaml) started with bare
+`postgresql://` URLs: runs launched through GraphQL, the sensors ticking, the CLI beside it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_bare_postgresql_urls_work_for_every_process(dagster_stack):
+    assert dagster_stack.env["DAGSTER_POSTGRES_URL"].startswith("postgresql://")
+    assert dagster_stack.env["CHESSBOARD_DATABASE_URL"].startswith("postgresql://")
+    gql = dagster_stack.graphql
+    # webserver + daemon + run worker: a run launched from the UI's API runs on the daemon's queue
+    run_id = gql.launch_job("chessboard_aggregates_audit")
+    run = gql.wait_for_run(run_id)
+    assert run["status"] == "SUCCESS", dagster_stack.log_tail()
+    # the CLI with the same environment writes to the same run history
+    done = dagster_stack.cli("recalc", "drain")
+    assert done.returncode == 0, done.stderr
+    cli_run = json.loads(done.stdout.strip().splitlines()[-1])["runId"]
+    assert gql.run(cli_run)["tags"]["pin/trigger"] == "cli"
