@@ -44,6 +44,10 @@ class Settings:
     recalc_batch_size: int
     recalc_poison_attempts: int
     outbox_retention_seconds: int
+    recalc_drain_lifetime_seconds: float
+    recalc_drain_poll_seconds: float
+    recalc_drain_lead_seconds: float
+    run_retention_days: int
     # traces: where spans go (None = nowhere; README "Traces"); the SDK reads the other OTEL_* itself
     otel_traces_endpoint: str | None = None
     otel_sdk_disabled: bool = False
@@ -180,6 +184,18 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             7 * 86400,
             _int_in(0, 10**9),
             "an integer >= 0 (seconds)",
+        ),
+        recalc_drain_lifetime_seconds=_parse(
+            env, "CHESSBOARD_RECALC_DRAIN_LIFETIME_SECONDS", 300.0, _seconds(1), "a number of seconds >= 1"
+        ),
+        recalc_drain_poll_seconds=_parse(
+            env, "CHESSBOARD_RECALC_DRAIN_POLL_SECONDS", 1.0, _seconds(0.05), "a number of seconds >= 0.05"
+        ),
+        recalc_drain_lead_seconds=_parse(
+            env, "CHESSBOARD_RECALC_DRAIN_LEAD_SECONDS", 30.0, _seconds(0), "a number of seconds >= 0"
+        ),
+        run_retention_days=_parse(
+            env, "CHESSBOARD_RUN_RETENTION_DAYS", 7, _int_in(1, 36500), "an integer 1..36500 (days)"
         ),
         otel_traces_endpoint=_otel_traces_endpoint(env),
         otel_sdk_disabled=_parse(env, "OTEL_SDK_DISABLED", False, _bool, "true or false"),

@@ -32,6 +32,8 @@ from pin_chessboard_pipelines.events import payloads
 from pin_chessboard_pipelines.events.outbox import OutboxEvent, write_outbox
 from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.observability import metrics, tracing
+from pin_chessboard_pipelines.recalc.drain_timing import poll_wait
+from pin_chessboard_pipelines.recalc.queue import next_due_in
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
 from pin_chessboard_pipelines.store.queries import queries
 
@@ -81,8 +83,9 @@ class DrainResult:
     failed_ids: list[UUID] = field(default_factory=list)
     durations: list[float] = field(default_factory=list)  # per recalculated project, seconds
     lags: list[float] = field(default_factory=list)  # first request -> commit, seconds
-    stopped: str = "empty"  # empty | budget | cancelled
-    duration_seconds: float = 0.0
+    stopped: str = "empty"  # empty | budget | cancelled | lifetime
+    duration_seconds: float = 0.0  # time spent draining (a long-lived drain's sleeps left out)
+    passes: int = 0  # passes over the due rows (a long-lived drain makes one per wake-up)
 
     @property
     def processed(self) -> int:
@@ -91,6 +94,23 @@ class DrainResult:
     @property
     def projects_per_second(self) -> float:
         return self.processed / self.duration_seconds if self.duration_seconds > 0 else 0.0
+
+    def add(self, other: DrainResult) -> None:
+        """Adds one pass's counters to these (the long-lived drain's total)."""
+        self.recalculated += other.recalculated
+        self.skipped_archived += other.skipped_archived
+        self.failed += other.failed
+        self.taken_elsewhere += other.taken_elsewhere
+        self.coalesced_events += other.coalesced_events
+        self.batches += other.batches
+        self.republished.update(other.republished)
+        self.buildings_changed += other.buildings_changed
+        self.poisoned.extend(other.poisoned)
+        self.failed_ids.extend(other.failed_ids)
+        self.durations.extend(other.durations)
+        self.lags.extend(other.lags)
+        self.duration_seconds += other.duration_seconds
+        self.passes += other.passes
 
     def summary(self) -> dict[str, Any]:
         """Counters for run metadata, logs and the CLI's last line."""
@@ -104,6 +124,7 @@ class DrainResult:
             "republished": {entity: self.republished.get(entity, 0) for entity in REPUBLISHED},
             "buildingsChanged": self.buildings_changed,
             "stopped": self.stopped,
+            "passes": self.passes,
             "durationSeconds": round(self.duration_seconds, 3),
             "projectsPerSecond": round(self.projects_per_second, 1),
         }
@@ -167,9 +188,10 @@ def drain(
     handbook: Handbook | None = None,
     logger: logging.Logger | logging.LoggerAdapter = log,
     run_log: Any = None,
+    exclude: set[UUID] | frozenset[UUID] = frozenset(),
 ) -> DrainResult:
-    """Drains due rows until none is left (rows that failed in this drain wait for the next one),
-    the time budget is spent, or `should_stop()` says so. Returns what happened.
+    """Drains due rows until none is left (rows that failed in this drain, and those in `exclude`,
+    wait for the next one), the time budget is spent, or `should_stop()` says so. Returns what happened.
 
     `logger` gets the per-project lines; `run_log` (default: `logger`) the batch lines, failures
     and poison alerts, e.g. a Dagster run's log, which stores each line as an event.
@@ -178,8 +200,8 @@ def drain(
     correlation_id = correlation_id or str(uuid.uuid4())
     started = time.monotonic()
     deadline = None if time_budget_seconds is None else started + time_budget_seconds
-    result = DrainResult()
-    failed_here: set[UUID] = set()
+    result = DrainResult(passes=1)
+    failed_here: set[UUID] = set(exclude)
     if handbook is None:
         with engine.connect() as conn:
             handbook = load_handbook(conn)
@@ -227,6 +249,77 @@ def drain(
     finally:
         result.duration_seconds = time.monotonic() - started
     return result
+
+
+def drain_until(
+    engine: Engine,
+    *,
+    ends_at: float,
+    poll_seconds: float,
+    retry_seconds: float = 5.0,
+    batch_size: int = 50,
+    poison_attempts: int = 5,
+    should_stop: Callable[[], bool] = lambda: False,
+    correlation_id: str | None = None,
+    logger: logging.Logger | logging.LoggerAdapter = log,
+    run_log: Any = None,
+    after_pass: Callable[[DrainResult], None] | None = None,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> DrainResult:
+    """The long-lived drain (docs/project-aggregates-recalc.md#drain): a pass of `drain` whenever a
+    row is due, sleeping in between until the next DueAt (at most `poll_seconds`), until `ends_at`
+    (Unix time) or `should_stop()`. A failed project waits `retry_seconds` (one 5 s tick)
+    before its next attempt; `after_pass` gets each pass that did something (the outbox fast path).
+    """
+    run_log = run_log or logger
+    correlation_id = correlation_id or str(uuid.uuid4())
+    total = DrainResult(stopped="lifetime")
+    backoff: dict[UUID, float] = {}  # project -> when it may be tried again
+    with engine.connect() as conn:
+        handbook = load_handbook(conn)
+    while True:
+        now = clock()
+        backoff = {p: t for p, t in backoff.items() if t > now}
+        if should_stop():
+            total.stopped = "cancelled"
+            break
+        if now >= ends_at:
+            break
+        try:
+            result = drain(
+                engine,
+                batch_size=batch_size,
+                poison_attempts=poison_attempts,
+                time_budget_seconds=ends_at - now,
+                should_stop=should_stop,
+                correlation_id=correlation_id,
+                handbook=handbook,
+                logger=logger,
+                run_log=run_log,
+                exclude=frozenset(backoff),
+            )
+            with engine.connect() as conn:
+                due_in = next_due_in(conn, poison_attempts, exclude=frozenset(backoff))
+        except DBAPIError as error:  # the store is unreachable: keep the run, look again after a poll
+            run_log.warning("recalc_drain_store_unavailable error=%s", _error_text(error))
+            sleep(poll_seconds)
+            continue
+        if result.processed or result.failed:
+            total.add(result)
+            retry_at = clock() + retry_seconds
+            backoff.update({p: retry_at for p in result.failed_ids})
+            if after_pass is not None:
+                after_pass(result)
+        if result.stopped == "cancelled":
+            total.stopped = "cancelled"
+            break
+        wait = poll_wait(clock(), ends_at, due_in, poll_seconds)
+        if wait is None:
+            break
+        if wait > 0:
+            sleep(wait)
+    return total
 
 
 def select_due_batch(

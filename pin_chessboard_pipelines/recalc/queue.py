@@ -30,6 +30,22 @@ def due_summary(conn: Connection, poison_attempts: int) -> DueSummary:
     return DueSummary(due=int(row["due"]), poison=int(row["poison"]), oldest_due_at=row["oldest_due_at"])
 
 
+def next_due_in(
+    conn: Connection,
+    poison_attempts: int,
+    *,
+    after: float = 0.0,
+    exclude: set[UUID] | frozenset[UUID] = frozenset(),
+) -> float | None:
+    """Seconds until the earliest DueAt at or after `after` (Unix time) of a row the drain would
+    take (<= 0: due already), None when the queue holds none."""
+    value = conn.execute(
+        queries("recalc")["next_due"],
+        {"poison_attempts": poison_attempts, "after": after, "exclude": [str(p) for p in exclude]},
+    ).scalar()
+    return None if value is None else float(value)
+
+
 @dataclass(frozen=True)
 class QueueStatus:
     depth: int  # rows in the queue

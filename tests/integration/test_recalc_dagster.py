@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import threading
 import time
@@ -14,10 +15,11 @@ from pin_chessboard_pipelines.defs.recalc.definitions import (
     AGGREGATES,
     AUDIT_CHECK,
     AUDIT_JOB_NAME,
+    DRAIN_TAG,
     JOB_NAME,
     OP_NAME,
     POISON_CHECK,
-    SINGLETON_TAG,
+    UNTIL_TAG,
     definitions,
     project_aggregates_recalc,
     project_aggregates_recalc_sensor,
@@ -43,11 +45,14 @@ def test_sensor_skips_when_nothing_is_due(db_url, engine):
     with dg.DagsterInstance.ephemeral() as instance:
         result, context = _sensor(db_url, instance)
     assert isinstance(result, dg.SkipReason)
-    assert "no due" in result.skip_message
+    assert re.fullmatch(
+        r"the next recalc row is due in 5\ds; a drain run starts 30s ahead", result.skip_message
+    )
     assert context.cursor is None
 
 
-def test_sensor_requests_one_singleton_run_when_rows_are_due(db_url, engine):
+def test_sensor_requests_one_drain_run_for_the_time_slot_when_rows_are_due(db_url, engine, monkeypatch):
+    monkeypatch.setenv("CHESSBOARD_RECALC_DRAIN_LIFETIME_SECONDS", "300")
     with engine.begin() as conn:
         b = StoreBuilder(conn)
         for _ in range(3):
@@ -56,10 +61,12 @@ def test_sensor_requests_one_singleton_run_when_rows_are_due(db_url, engine):
         result, _ = _sensor(db_url, instance)
     assert isinstance(result, dg.SensorResult)
     (request,) = result.run_requests
-    assert request.run_key and request.run_key.startswith("recalc-drain:")
-    assert request.tags[SINGLETON_TAG] == "recalc-drain"
-    cursor = json.loads(result.cursor)
-    assert cursor["due"] == 3 and cursor["lastRunKey"] == request.run_key
+    until = float(request.tags[UNTIL_TAG])
+    assert until % 300 == 0 and time.time() < until <= time.time() + 300 + 30
+    assert request.run_key == f"recalc-drain:{int(until // 300) - 1}"
+    assert request.tags[DRAIN_TAG] == "recalc-drain"
+    assert request.run_config["ops"][OP_NAME]["config"]["poll_until"] == until
+    assert json.loads(result.cursor) == {"slot": int(until // 300) - 1, "attempt": 0}
 
 
 def test_sensor_waits_while_a_drain_run_is_queued_or_running(db_url, engine):
@@ -69,8 +76,12 @@ def test_sensor_waits_while_a_drain_run_is_queued_or_running(db_url, engine):
     defs = dg.Definitions.merge(definitions(), dg.Definitions(resources=_resources(db_url)))
     job = defs.resolve_job_def(JOB_NAME)
     with dg.DagsterInstance.ephemeral() as instance:
-        run = instance.create_run_for_job(job_def=job, status=dg.DagsterRunStatus.STARTED)
-        waiting, _ = _sensor(db_url, instance)
+        run = instance.create_run_for_job(
+            job_def=job,
+            status=dg.DagsterRunStatus.STARTED,
+            tags={DRAIN_TAG: "recalc-drain", UNTIL_TAG: str(time.time() + 120)},
+        )
+        waiting, context = _sensor(db_url, instance)
         instance.report_run_canceled(run)
         again, _ = _sensor(db_url, instance)
     assert isinstance(waiting, dg.SkipReason) and run.run_id in waiting.skip_message
@@ -225,3 +236,66 @@ def test_run_termination_stops_between_projects(db_url, engine):
     assert 1 <= len(remaining) <= len(projects) - 1
     for p in projects:
         assert (totals[p.id] == 6) == (p.id not in remaining)
+
+
+def test_sensor_starts_the_successor_ahead_of_the_live_runs_end(db_url, engine, monkeypatch):
+    monkeypatch.setenv("CHESSBOARD_RECALC_DRAIN_LEAD_SECONDS", "30")
+    defs = dg.Definitions.merge(definitions(), dg.Definitions(resources=_resources(db_url)))
+    job = defs.resolve_job_def(JOB_NAME)
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        b.request(standard_project(b), due_in_seconds=5)  # the live run drains this one
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.create_run_for_job(
+            job_def=job,
+            status=dg.DagsterRunStatus.STARTED,
+            tags={DRAIN_TAG: "recalc-drain", UNTIL_TAG: str(time.time() + 10)},
+        )
+        covered, _ = _sensor(db_url, instance)
+        with engine.begin() as conn:
+            b = StoreBuilder(conn)
+            b.request(standard_project(b), due_in_seconds=20)  # due after the live run's end
+        successor, _ = _sensor(db_url, instance)
+    assert isinstance(covered, dg.SkipReason) and "no row due after that" in covered.skip_message
+    assert isinstance(successor, dg.SensorResult) and len(successor.run_requests) == 1
+
+
+def test_sensor_replaces_a_run_that_ended_early_in_its_slot(db_url, engine):
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        b.request(standard_project(b))
+    with dg.DagsterInstance.ephemeral() as instance:
+        first, _ = _sensor(db_url, instance)
+        slot = json.loads(first.cursor)["slot"]
+        context = dg.build_sensor_context(
+            instance=instance, resources=_resources(db_url), cursor=first.cursor
+        )
+        second = project_aggregates_recalc_sensor(context)
+    (request,) = second.run_requests
+    assert request.run_key == f"recalc-drain:{slot}.1"
+    assert json.loads(second.cursor) == {"slot": slot, "attempt": 1}
+
+
+def test_long_lived_drain_takes_rows_as_they_fall_due_until_its_slot_ends(db_url, engine):
+    from pin_chessboard_pipelines.recalc.drain import drain_until
+
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        projects = [standard_project(b) for _ in range(3)]
+        for i, p in enumerate(projects):
+            b.request(p, due_in_seconds=0.5 + i)
+    lateness: list[float] = []
+
+    def after_pass(result) -> None:
+        lateness.extend(result.lags)
+
+    started = time.time()
+    result = drain_until(engine, ends_at=started + 4, poll_seconds=0.5, after_pass=after_pass)
+    assert 3.9 < time.time() - started < 6
+    assert result.recalculated == 3 and result.stopped == "lifetime" and result.passes == 3
+    with engine.connect() as conn:
+        assert queue(conn) == {}
+    # first request -> commit: each row is taken within a poll of its DueAt (0.5, 1.5, 2.5 s)
+    assert [
+        round(lag - due, 1) < 0.6 for lag, due in zip(sorted(lateness), [0.5, 1.5, 2.5], strict=True)
+    ] == [True] * 3

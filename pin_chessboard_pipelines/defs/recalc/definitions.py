@@ -1,38 +1,50 @@
 """project-aggregates-recalc in Dagster (docs/project-aggregates-recalc.md): the drain job, its 5 s sensor, and the checks
 that make drift and poison rows visible on the `chessboard_aggregates` asset.
 
-Thin shells over recalc/: the loop is `recalc.drain.drain`, the audit `recalc.audit.audit`.
+Thin shells over recalc/: the loop is `recalc.drain.drain_until` (a run polls the queue for one time
+slot, `recalc.drain_timing`), the audit `recalc.audit.audit`.
 """
 
 import json
 import time
+from datetime import UTC, datetime
 
 import dagster as dg
 from pydantic import Field
 
 from pin_chessboard_pipelines.defs.dagster_private import DagsterExecutionInterruptedError
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
-from pin_chessboard_pipelines.defs.singleton import (
-    SINGLETON_TAG,
-    graceful_interrupts,
-    singleton_run_request,
-    skip_while_active,
-)
+from pin_chessboard_pipelines.defs.singleton import IN_PROGRESS, graceful_interrupts
 from pin_chessboard_pipelines.errors import RECALC_POISON
 from pin_chessboard_pipelines.observability import metrics
 from pin_chessboard_pipelines.recalc.audit import audit
-from pin_chessboard_pipelines.recalc.drain import REPUBLISHED, DrainResult, drain
-from pin_chessboard_pipelines.recalc.queue import due_summary, poison_rows
+from pin_chessboard_pipelines.recalc.drain import REPUBLISHED, DrainResult, drain, drain_until
+from pin_chessboard_pipelines.recalc.drain_timing import (
+    drain_run_key,
+    needs_drain_run,
+    next_attempt,
+    slot_for,
+)
+from pin_chessboard_pipelines.recalc.queue import due_summary, next_due_in, poison_rows
 
 JOB_NAME = "project_aggregates_recalc"
 OP_NAME = "drain_recalc_queue"
 SENSOR_NAME = "project_aggregates_recalc_sensor"
 AUDIT_JOB_NAME = "chessboard_aggregates_audit"
 SINGLETON_VALUE = "recalc-drain"
+# dagster.yaml lets two runs with this tag run at once: the live drain and its successor.
+DRAIN_TAG = "pin/recalc-drain"
+UNTIL_TAG = "pin/recalc-drain-until"  # Unix time at which the run ends (the end of its slot)
+SLOT_TAG = "pin/recalc-drain-slot"
 TICK_SECONDS = (
     5  # worker tick, also Dagster's minimum sensor interval (docs/project-aggregates-recalc.md#drain)
 )
 DEFAULT_TIME_BUDGET_SECONDS = 25.0  # a tick takes < 30 s (docs/project-aggregates-recalc.md#drain)
+RETRY_SECONDS = (
+    5.0  # a failed project waits for the next tick (docs/project-aggregates-recalc.md#poison-rows)
+)
+# run monitoring fails a drain run that outlives its slot by this much (its worker is gone)
+MAX_RUNTIME_GRACE_SECONDS = 300
 
 AGGREGATES = dg.AssetSpec(
     "chessboard_aggregates",
@@ -48,6 +60,13 @@ POISON_CHECK = "no_poison_recalc_rows"
 
 
 class RecalcDrainConfig(dg.Config):
+    poll_until: float | None = Field(
+        default=None,
+        description=(
+            "Unix time: keep draining, sleeping until the next DueAt in between, until then (the sensor "
+            "sets the end of the run's time slot). Null: one pass over the due rows."
+        ),
+    )
     time_budget_seconds: float = Field(
         default=DEFAULT_TIME_BUDGET_SECONDS,
         description="Stop taking new projects after this many seconds; the rest waits for the next run.",
@@ -110,19 +129,38 @@ def drain_recalc_queue(
     """Drains due recalc rows, batch after batch, each project in its own transaction."""
     settings = chessboard.settings
     budget = None if config.until_empty else config.time_budget_seconds
+
+    def relay_events(result: DrainResult) -> None:
+        if sum(result.republished.values()):
+            chessboard.relay_outbox(context.log)
+
     with graceful_interrupts() as interrupted:
-        result = drain(
-            chessboard.engine,
-            batch_size=settings.recalc_batch_size,
-            poison_attempts=settings.recalc_poison_attempts,
-            time_budget_seconds=budget,
-            should_stop=interrupted,
-            correlation_id=context.run_id,
-            run_log=context.log,  # batches, failures, poison; per-project lines stay in the Python log
-        )
+        if config.poll_until is not None:
+            context.log.info(f"recalc drain polls the queue until {_iso(config.poll_until)}")
+            result = drain_until(
+                chessboard.engine,
+                ends_at=config.poll_until,
+                poll_seconds=settings.recalc_drain_poll_seconds,
+                retry_seconds=RETRY_SECONDS,
+                batch_size=settings.recalc_batch_size,
+                poison_attempts=settings.recalc_poison_attempts,
+                should_stop=interrupted,
+                correlation_id=context.run_id,
+                run_log=context.log,
+                after_pass=relay_events,
+            )
+        else:
+            result = drain(
+                chessboard.engine,
+                batch_size=settings.recalc_batch_size,
+                poison_attempts=settings.recalc_poison_attempts,
+                time_budget_seconds=budget,
+                should_stop=interrupted,
+                correlation_id=context.run_id,
+                run_log=context.log,  # batches, failures, poison; per-project lines stay in the Python log
+            )
+            relay_events(result)
     context.log.info(f"recalc drain: {json.dumps(result.summary())}")
-    if sum(result.republished.values()):
-        chessboard.relay_outbox(context.log)
     with chessboard.engine.connect() as conn:
         poison = poison_rows(conn, settings.recalc_poison_attempts)
     # log_event accepts check evaluations at run time; its annotation lags behind
@@ -138,7 +176,7 @@ def drain_recalc_queue(
     name=JOB_NAME,
     description="project-aggregates-recalc: drains due rows of project_recalc_requests.",
     executor_def=dg.in_process_executor,
-    tags={SINGLETON_TAG: SINGLETON_VALUE},
+    tags={DRAIN_TAG: SINGLETON_VALUE},
 )
 def project_aggregates_recalc() -> None:
     drain_recalc_queue()
@@ -149,7 +187,10 @@ def project_aggregates_recalc() -> None:
     job_name=JOB_NAME,
     minimum_interval_seconds=TICK_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Every 5 s: requests a drain run when due recalc rows exist and no drain is queued or running.",
+    description=(
+        "Every 5 s: keeps one long-lived drain run alive while recalc rows are queued, starting the "
+        "next time slot's run ahead of the current one's end (CHESSBOARD_RECALC_DRAIN_*)."
+    ),
 )
 def project_aggregates_recalc_sensor(
     context: dg.SensorEvaluationContext, chessboard: ChessboardResource
@@ -158,19 +199,64 @@ def project_aggregates_recalc_sensor(
     metrics.RECALC_TICKS.inc()
     metrics.RECALC_LAST_TICK.set(now)
     settings = chessboard.settings
+    live = _live_drains(context.instance)
+    covered_until = max((until for _, until in live), default=0.0)
     with chessboard.engine.connect() as conn:
         summary = due_summary(conn, settings.recalc_poison_attempts)
+        due_in = next_due_in(conn, settings.recalc_poison_attempts, after=covered_until)
     if summary.poison:
         context.log.warning(f"{RECALC_POISON}: {summary.poison} due row(s) are poison and skipped")
-    if summary.due == 0:
-        return dg.SkipReason("no due recalc rows")
-    busy = skip_while_active(context, JOB_NAME, f"{summary.due} due row(s); drain run")
-    if busy:
-        return busy
-    oldest = None if summary.oldest_due_at is None else summary.oldest_due_at.isoformat()
-    return singleton_run_request(
-        "recalc-drain", SINGLETON_VALUE, now, {"due": summary.due, "oldestDueAt": oldest}
+    lead = settings.recalc_drain_lead_seconds
+    if not needs_drain_run(due_in, lead):
+        covered = f"drain run {live[0][0]} polls the queue until {_iso(covered_until)}; " if live else ""
+        if due_in is None:
+            return dg.SkipReason(covered + ("no row due after that" if live else "no recalc row queued"))
+        return dg.SkipReason(
+            f"{covered}the next recalc row is due in {due_in:.0f}s; a drain run starts {lead:.0f}s ahead"
+        )
+    slot = slot_for(now, settings.recalc_drain_lifetime_seconds, lead)
+    last_slot, last_attempt = _cursor(context.cursor)
+    attempt = next_attempt(last_slot, last_attempt, slot.index)
+    run_key = drain_run_key(slot.index, attempt)
+    max_runtime = int(slot.ends_at - now) + MAX_RUNTIME_GRACE_SECONDS
+    return dg.SensorResult(
+        run_requests=[
+            dg.RunRequest(
+                run_key=run_key,
+                run_config={"ops": {OP_NAME: {"config": {"poll_until": slot.ends_at}}}},
+                tags={
+                    DRAIN_TAG: SINGLETON_VALUE,
+                    SLOT_TAG: str(slot.index),
+                    UNTIL_TAG: str(slot.ends_at),
+                    "dagster/max_runtime": str(max_runtime),
+                },
+            )
+        ],
+        # the slot whose run was requested last and how many times: a run that ended early is replaced
+        cursor=json.dumps({"slot": slot.index, "attempt": attempt}),
     )
+
+
+def _live_drains(instance: dg.DagsterInstance) -> list[tuple[str, float]]:
+    """(run id, end of its slot) of the drain runs queued or in flight, latest end first."""
+    runs = instance.get_runs(
+        filters=dg.RunsFilter(job_name=JOB_NAME, statuses=IN_PROGRESS, tags={DRAIN_TAG: SINGLETON_VALUE}),
+        limit=10,
+    )
+    live = [(run.run_id, float(run.tags[UNTIL_TAG])) for run in runs if UNTIL_TAG in run.tags]
+    return sorted(live, key=lambda item: -item[1])
+
+
+def _cursor(cursor: str | None) -> tuple[int | None, int]:
+    try:
+        data = json.loads(cursor) if cursor else {}
+        return int(data["slot"]), int(data["attempt"])
+    except (ValueError, KeyError, TypeError):  # no cursor yet, or one of an earlier version
+        return None, 0
+
+
+def _iso(unix_seconds: float) -> str:
+    return datetime.fromtimestamp(unix_seconds, UTC).isoformat(timespec="seconds")
 
 
 @dg.asset_check(

@@ -171,6 +171,16 @@ SELECT count(*) FILTER (WHERE attempt_count < :poison_attempts) AS due,
 FROM chessboard.project_recalc_requests
 WHERE due_at <= now()
 
+-- name: next_due
+-- Seconds from now to the earliest DueAt the drain will take at or after :after (Unix time; 0 = any
+-- row), NULL when there is none: the long-lived drain sleeps until then, the sensor starts a run
+-- ahead of it. Poison rows and rows in :exclude (backing off after a failure) are left out.
+SELECT extract(epoch FROM min(due_at) - clock_timestamp())::float8 AS next_due_in
+FROM chessboard.project_recalc_requests
+WHERE attempt_count < :poison_attempts
+  AND due_at >= to_timestamp(:after)
+  AND NOT (project_id = ANY (CAST(:exclude AS uuid[])))
+
 -- name: poison_rows
 -- Rows the drain skips (AttemptCount >= poison threshold), CHESSBOARD_RECALC_POISON.
 SELECT project_id, tenant_id, attempt_count, last_error, last_reason, due_at, first_requested_at, updated_at
