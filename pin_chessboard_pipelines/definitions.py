@@ -10,6 +10,7 @@ from pin_chessboard_pipelines.defs.metadata import with_metadata_standards
 from pin_chessboard_pipelines.defs.outbox.definitions import definitions as outbox_definitions
 from pin_chessboard_pipelines.defs.recalc.definitions import definitions as recalc_definitions
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.defs.run_retention.definitions import definitions as run_retention_definitions
 from pin_chessboard_pipelines.defs.talent_import.definitions import definitions as talent_import_definitions
 from pin_chessboard_pipelines.defs.talent_sync.definitions import definitions as talent_sync_definitions
 
@@ -21,6 +22,7 @@ def build_definitions() -> dg.Definitions:
     domains.append(talent_import_definitions())
     domains.append(talent_sync_definitions())
     domains.append(analytics_definitions())
+    domains.append(run_retention_definitions())
     return with_metadata_standards(
         dg.Definitions.merge(
             *domains,

@@ -4,10 +4,8 @@ inside one."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import dagster as dg
 
@@ -42,13 +40,13 @@ def skip_while_active(
 
 
 def singleton_run_request(
-    key_prefix: str, singleton_value: str, now: float, cursor: dict[str, Any]
+    key_prefix: str, singleton_value: str, now: float, tags: dict[str, str]
 ) -> dg.SensorResult:
-    """One run request tagged for the singleton run queue; the cursor records its run key first."""
+    """One run request tagged for the singleton run queue, `tags` saying why it runs. The run key
+    dedupes a tick evaluated twice; no cursor: nothing of it is read on the next tick."""
     run_key = f"{key_prefix}:{int(now * 1000)}"
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_key=run_key, tags={SINGLETON_TAG: singleton_value})],
-        cursor=json.dumps({"lastRunKey": run_key, **cursor}),
+        run_requests=[dg.RunRequest(run_key=run_key, tags={SINGLETON_TAG: singleton_value, **tags})]
     )
 
 

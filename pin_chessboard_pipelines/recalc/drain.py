@@ -302,7 +302,7 @@ def drain_until(
             with engine.connect() as conn:
                 due_in = next_due_in(conn, poison_attempts, exclude=frozenset(backoff))
         except DBAPIError as error:  # the store is unreachable: keep the run, look again after a poll
-            run_log.warning("recalc_drain_store_unavailable error=%s", _error_text(error))
+            run_log.warning("recalc_drain_store_unavailable error=%s", error_line(error, LAST_ERROR_MAX))
             sleep(poll_seconds)
             continue
         if result.processed or result.failed:

@@ -1,11 +1,13 @@
 """`pin-chessboard dev`: embedded PostgreSQL + Tansu broker + Talent simulator + Dagster UI/daemon.
 
 Whatever is configured by environment variables is used as is; what is not gets the embedded
-default. Ctrl-C (or SIGTERM) stops everything this command started, Dagster first.
+default. Ctrl-C, SIGTERM or SIGHUP stops everything this command started, Dagster first, also when
+the output goes into a pipe whose reader has gone (`dev | tee log` and Ctrl-C: tee dies first).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -28,7 +30,21 @@ from pin_chessboard_pipelines.store.migrate import upgrade
 
 
 def say(message: str) -> None:
-    print(f"[pin-chessboard dev] {message}", flush=True)
+    """A status line; a closed stdout (the pipe's reader or the terminal has gone) silences it."""
+    try:
+        print(f"[pin-chessboard dev] {message}", flush=True)
+    except OSError:  # BrokenPipeError, or EIO after a hang-up
+        _silence_stdout()
+
+
+def _silence_stdout() -> None:
+    """Points stdout at /dev/null, so neither later lines nor the exit-time flush raise."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 @dataclass
@@ -43,22 +59,33 @@ class Stack:
         return proc
 
     def stop(self) -> None:
+        """Every process and hook is stopped whatever happens to the ones before it."""
         for name, proc in reversed(self.processes):
-            if proc.poll() is not None:
-                continue
+            try:
+                self._stop_process(name, proc)
+            except Exception as error:  # noqa: BLE001 - the next process must still be stopped
+                say(f"stopping {name}: {type(error).__name__}: {error}")
+        for stop in reversed(self.on_stop):
+            try:
+                stop()
+            except Exception as error:  # noqa: BLE001
+                say(f"stopping: {type(error).__name__}: {error}")
+
+    @staticmethod
+    def _stop_process(name: str, proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
             # `dagster dev` ignores SIGTERM when started in the background: SIGINT its whole session.
             try:
                 os.killpg(proc.pid, signal.SIGINT if name == "dagster" else signal.SIGTERM)
             except ProcessLookupError:
-                continue
-            try:
+                return
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            say(f"stopped {name}")
-        for stop in reversed(self.on_stop):
-            stop()
+        # whatever is left in its process group (code servers, run workers) goes too
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        say(f"stopped {name}")
 
 
 def _cli(*args: str) -> list[str]:
@@ -135,9 +162,10 @@ def run_dev(host: str, port: int, dataset: str, demo: bool) -> int:
             stopping = True
             raise KeyboardInterrupt
 
-    # Installed explicitly: a shell that starts us in the background leaves SIGINT ignored.
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    # Installed explicitly: a shell that starts us in the background leaves SIGINT ignored. SIGPIPE
+    # stays Python's (ignored, writes raise), so a gone reader never kills us before the cleanup.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, _stop)
     try:
         start_services(settings, stack, dataset)
         start_dagster(settings, stack, host, port)
@@ -153,4 +181,7 @@ def run_dev(host: str, port: int, dataset: str, demo: bool) -> int:
         say("stopping")
         return 0
     finally:
+        # a second signal must not cut the cleanup short
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
         stack.stop()

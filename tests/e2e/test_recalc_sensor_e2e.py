@@ -14,7 +14,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, SENSOR_NAME, SINGLETON_TAG
+from pin_chessboard_pipelines.defs.recalc.definitions import DRAIN_TAG, JOB_NAME, SENSOR_NAME
 from pin_chessboard_pipelines.recalc.audit import audit
 from tests.support.recalc_data import StoreBuilder, queue, standard_project
 
@@ -25,10 +25,8 @@ run_coordinator:
   config:
     max_concurrent_runs: 2
     tag_concurrency_limits:
-      - key: "pin/singleton"
-        value:
-          applyLimitPerUniqueValue: true
-        limit: 1
+      - key: "pin/recalc-drain"
+        limit: 2
 run_launcher:
   module: dagster.core.launcher
   class: DefaultRunLauncher
@@ -66,6 +64,9 @@ def test_daemon_sensor_tick_drains_the_queue(db_url, engine, tmp_path):
         **os.environ,
         "DAGSTER_HOME": str(home),
         "CHESSBOARD_DATABASE_URL": db_url,
+        # the drain run ends with its 10 s time slot
+        "CHESSBOARD_RECALC_DRAIN_LIFETIME_SECONDS": "10",
+        "CHESSBOARD_RECALC_DRAIN_LEAD_SECONDS": "2",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
     }
     daemon = subprocess.Popen(
@@ -91,7 +92,7 @@ def test_daemon_sensor_tick_drains_the_queue(db_url, engine, tmp_path):
             runs = instance.get_runs(filters=dg.RunsFilter(job_name=JOB_NAME))
             assert runs
             run = runs[-1]
-            assert run.tags.get(SINGLETON_TAG) == "recalc-drain"
+            assert run.tags.get(DRAIN_TAG) == "recalc-drain"
             assert run.tags.get("dagster/sensor_name") == SENSOR_NAME
             # the run may still be finishing its bookkeeping after the commit
             status_deadline = time.monotonic() + 60

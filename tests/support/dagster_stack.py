@@ -46,7 +46,7 @@ FINISHED = ("SUCCESS", "FAILURE", "CANCELED")
 # Short recalc drain lifetimes so that tests see several runs; any variable can be overridden.
 TEST_ENV = {
     "CHESSBOARD_RECALC_DRAIN_LIFETIME_SECONDS": "60",
-    "CHESSBOARD_RECALC_DRAIN_LEAD_SECONDS": "10",
+    "CHESSBOARD_RECALC_DRAIN_LEAD_SECONDS": "20",
     "CHESSBOARD_RECALC_DRAIN_POLL_SECONDS": "0.5",
 }
 _counter = itertools.count()

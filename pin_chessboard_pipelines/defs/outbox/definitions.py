@@ -162,8 +162,9 @@ def outbox_relay_sensor(
     busy = skip_while_active(context, JOB_NAME, f"{backlog} pending row(s); relay run")
     if busy:
         return busy
-    cursor = {"backlog": backlog, "maxPendingId": int(summary["max_id"]), "oldestAgeSeconds": round(age, 3)}
-    return singleton_run_request("outbox-relay", SINGLETON_VALUE, time.time(), cursor)
+    return singleton_run_request(
+        "outbox-relay", SINGLETON_VALUE, time.time(), {"pin/outbox-backlog": str(backlog)}
+    )
 
 
 # The sensor only runs the job when rows are pending; this run also purges on quiet days.

@@ -119,7 +119,9 @@ def talent_sync_sensor(
         return dg.SkipReason(f"the Talent topics cannot be read: {error_line(error)}")
     if lag == 0:
         return dg.SkipReason("the consumer group is caught up")
-    return singleton_run_request("talent-sync", SINGLETON_VALUE, time.time(), {"lag": lag})
+    return singleton_run_request(
+        "talent-sync", SINGLETON_VALUE, time.time(), {"pin/talent-sync-lag": str(lag)}
+    )
 
 
 def definitions() -> dg.Definitions:

@@ -1,0 +1,1 @@
+"""Run-history retention of the high-frequency jobs."""
