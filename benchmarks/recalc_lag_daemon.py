@@ -211,8 +211,20 @@ def main() -> None:
         window_end = window_start + args.duration
         runs = [r for r in gql.runs(job_name=JOB_NAME, limit=100) if r["creationTime"] >= window_start - 1]
         starts = sorted(r["startTime"] or r["creationTime"] for r in runs)
-        delays = [r["drained"] - r["due"] for r in rows.values()]
-        lags = [r["drained"] - r["requested"] for r in rows.values()]
+        ordered = sorted(rows.values(), key=lambda r: r["requested"])
+        delays = [r["drained"] - r["due"] for r in ordered]
+        lags = [r["drained"] - r["requested"] for r in ordered]
+        # the first request finds no drain run: its delay includes the start of one
+        print(
+            f"first request (starts the first drain run): drain delay {delays[0]:.2f} s, "
+            f"request -> aggregates {lags[0]:.2f} s; slowest five delays: "
+            f"{', '.join(f'{d:.2f}' for d in sorted(delays, reverse=True)[:5])} s"
+        )
+        if len(delays) > 1:
+            print(
+                f"with a drain run up (requests 2..{len(delays)}): drain delay p50 {_pct(delays[1:], 0.5):.2f} s, "
+                f"p99 {_pct(delays[1:], 0.99):.2f} s; request -> aggregates p99 {_pct(lags[1:], 0.99):.2f} s"
+            )
         print(
             f"requests: {len(rows)} at random moments over {args.duration:.0f} s (debounce {DEBOUNCE:.0f} s)"
         )
