@@ -40,6 +40,8 @@ from pin_chessboard_pipelines.store.queries import queries
 log = logging.getLogger(__name__)
 
 LAST_ERROR_MAX = 1024
+# The shortest first pass of a long-lived drain, however late its run started.
+FIRST_PASS_SECONDS = 25.0
 # Lock conflicts with a concurrent writer (e.g. an import page that updates layouts and then
 # enqueues this project) are retried at once and do not count as attempts.
 TRANSIENT_SQLSTATES = frozenset({"40P01", "40001", "55P03"})
@@ -278,20 +280,23 @@ def drain_until(
     backoff: dict[UUID, float] = {}  # project -> when it may be tried again
     with engine.connect() as conn:
         handbook = load_handbook(conn)
+    looked = False  # a first pass is made even when the run starts after `ends_at`
     while True:
         now = clock()
         backoff = {p: t for p, t in backoff.items() if t > now}
         if should_stop():
             total.stopped = "cancelled"
             break
-        if now >= ends_at:
+        first = not looked
+        if now >= ends_at and not first:
             break
         try:
             result = drain(
                 engine,
                 batch_size=batch_size,
                 poison_attempts=poison_attempts,
-                time_budget_seconds=ends_at - now,
+                # a run that started late (a loaded machine) still drains what is due once
+                time_budget_seconds=max(ends_at - now, FIRST_PASS_SECONDS if first else 0.0),
                 should_stop=should_stop,
                 correlation_id=correlation_id,
                 handbook=handbook,
@@ -301,8 +306,10 @@ def drain_until(
             )
             with engine.connect() as conn:
                 due_in = next_due_in(conn, poison_attempts, exclude=frozenset(backoff))
+            looked = True
         except DBAPIError as error:  # the store is unreachable: keep the run, look again after a poll
             run_log.warning("recalc_drain_store_unavailable error=%s", error_line(error, LAST_ERROR_MAX))
+            looked = True
             sleep(poll_seconds)
             continue
         if result.processed or result.failed:

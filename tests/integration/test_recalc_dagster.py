@@ -299,3 +299,15 @@ def test_long_lived_drain_takes_rows_as_they_fall_due_until_its_slot_ends(db_url
     assert [
         round(lag - due, 1) < 0.6 for lag, due in zip(sorted(lateness), [0.5, 1.5, 2.5], strict=True)
     ] == [True] * 3
+
+
+def test_a_drain_run_that_starts_after_its_slot_still_drains_what_is_due(db_url, engine):
+    from pin_chessboard_pipelines.recalc.drain import drain_until
+
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        b.request(standard_project(b))
+    result = drain_until(engine, ends_at=time.time() - 5, poll_seconds=0.5)
+    assert result.recalculated == 1 and result.stopped == "lifetime"
+    with engine.connect() as conn:
+        assert queue(conn) == {}
