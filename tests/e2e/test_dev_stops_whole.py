@@ -113,9 +113,10 @@ def test_dev_stops_every_process_it_started(state_dir, signum, output):
                 seen.extend(chunk)
         return READY in _output(log, seen)
 
+    started: set[int] = set()
     try:
         wait_until(ready, timeout=240, what="pin-chessboard dev to start everything")
-        started = _descendants(dev.pid)
+        started |= _descendants(dev.pid)
         postmaster = int((state_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
         started.add(postmaster)
         commands = {pid: _command(pid) for pid in started}
@@ -136,9 +137,11 @@ def test_dev_stops_every_process_it_started(state_dir, signum, output):
             what=f"every process dev started to exit: {commands}",
         )
     finally:
+        # whatever this dev left (a failing run of the test) is stopped here, its PostgreSQL too
+        left = _descendants(dev.pid) | {pid for pid in started if _alive(pid)}
         if dev.poll() is None:
             os.killpg(dev.pid, signal.SIGKILL)
-        for pid in _descendants(dev.pid):
+        for pid in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         if master is not None:
