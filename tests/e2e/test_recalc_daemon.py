@@ -73,7 +73,7 @@ def _watch_drained(engine, due: dict[uuid.UUID, float], timeout: float) -> dict[
 
 def _live_drain(dagster_stack, timeout: float = 120) -> dict:
     """A sensor-launched drain run that polls the queue for 15 s more at least: a row due now is
-    drained, and again after the end of a run about to end (the tests' slots last 60 s)."""
+    drained, and again after the end of a run about to end (the tests' slots last 120 s)."""
     engine = dagster_stack.engine
     gql = dagster_stack.graphql
     for _ in range(3):
