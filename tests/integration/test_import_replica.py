@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from prometheus_client import REGISTRY
 
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
@@ -14,6 +13,7 @@ from pin_chessboard_pipelines.talent_import.request import build_request
 from pin_chessboard_pipelines.talent_import.runner import run_import
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 from tests.support.import_probe import CLIENT, FAST
+from tests.support.metrics import sample_value
 
 REPLICA = ("developers", "projects", "buildings", "layout_groups", "layouts", "property_objects")
 COLLECTION_OF = dict(zip(REPLICA, dataset.COLLECTIONS, strict=True))
@@ -61,7 +61,7 @@ def _fingerprint(engine) -> dict[str, str]:
 
 
 def _metric(name: str, labels: dict[str, str] | None = None) -> float:
-    return REGISTRY.get_sample_value(name, labels or {}) or 0.0
+    return sample_value(name, **(labels or {}))
 
 
 def test_an_empty_source_completes_and_writes_nothing(db_url, engine, talent_sim):
