@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test faults lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest
+
+# The fault suite: PostgreSQL restarted and crashed, the broker killed and frozen, a Talent API
+# that hangs or answers 5xx/429, imports killed with SIGKILL (tests/faults/).
+faults: $(STAMP)
+	CHESSBOARD_FAULT_SUITE=1 $(BIN)/python -m pytest tests/faults -q
 
 bench: $(STAMP)
 	for script in benchmarks/*_bench.py; do $(BIN)/python $$script; done
