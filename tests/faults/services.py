@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import shutil
 import signal
 import socket
@@ -333,7 +332,8 @@ class BlackHoleTalent:
 
 class FlakyTalent:
     """A proxy in front of a Talent API: for `seconds` after `start_failing()` every request but
-    /health answers `status` (503 or 429, with `Retry-After: 1`), afterwards every request passes.
+    /health answers `status` (503 or 429, with `Retry-After: 1`), afterwards every request passes
+    (to `listing_upstream` when set: e.g. a BlackHoleTalent behind a healthy /health).
     """
 
     def __init__(self, upstream: str, status: int = 503, seconds: float = 30.0) -> None:
@@ -342,13 +342,13 @@ class FlakyTalent:
         import requests
 
         self.upstream = upstream.rstrip("/")
+        self.listing_upstream: str | None = None  # another API for everything but /health
         self.status = status
         self.seconds = seconds
         self.failing_until = 0.0
         self.failed_answers = 0
         self.passed_answers = 0
         proxy = self
-        session = requests.Session()
         lock = threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
@@ -369,7 +369,8 @@ class FlakyTalent:
                     with lock:
                         proxy.passed_answers += 1
                     headers = {k: v for k, v in self.headers.items() if k.lower() == "authorization"}
-                    answer = session.get(proxy.upstream + self.path, headers=headers, timeout=60)
+                    base = proxy.upstream if path == "/health" else (proxy.listing_upstream or proxy.upstream)
+                    answer = requests.get(base.rstrip("/") + self.path, headers=headers, timeout=120)
                     body = answer.content
                     self.send_response(answer.status_code)
                 self.send_header("Content-Type", "application/json")
@@ -397,11 +398,3 @@ class FlakyTalent:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join()
-
-
-def system_user_exists(name: str) -> bool:
-    try:
-        pwd.getpwnam(name)
-        return True
-    except KeyError:
-        return False
