@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from tests.faults import invariants
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 SPEC = DatasetSpec(developers=2, projects_per_developer=3, objects_per_project=40, latency_ms=20)
 IMPORT = ("import", "--page-size", "10", "--workers", "2")

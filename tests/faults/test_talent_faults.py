@@ -11,7 +11,7 @@ from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from tests.faults import invariants
 from tests.faults.services import BlackHoleTalent, FlakyTalent
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 SPEC = DatasetSpec(developers=2, projects_per_developer=3, objects_per_project=40, latency_ms=10)
 TIMEOUTS = {"TALENT_API_TIMEOUT_SECONDS": "1", "CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS": "4"}
