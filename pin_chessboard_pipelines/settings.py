@@ -51,6 +51,10 @@ class Settings:
     # traces: where spans go (None = nowhere; README "Traces"); the SDK reads the other OTEL_* itself
     otel_traces_endpoint: str | None = None
     otel_sdk_disabled: bool = False
+    # a Talent request without a complete answer within this is a failed attempt
+    talent_api_timeout_seconds: float = 30.0
+    # transient failures of a page (source or database) are retried with backoff this long
+    import_page_retry_seconds: float = 600.0
 
     def __repr__(self) -> str:  # never print the token
         token = "***" if self.talent_api_token else None
@@ -199,7 +203,20 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         ),
         otel_traces_endpoint=_otel_traces_endpoint(env),
         otel_sdk_disabled=_parse(env, "OTEL_SDK_DISABLED", False, _bool, "true or false"),
+        talent_api_timeout_seconds=_parse(
+            env, "TALENT_API_TIMEOUT_SECONDS", 30.0, _positive_seconds, "a number of seconds > 0"
+        ),
+        import_page_retry_seconds=_parse(
+            env, "CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS", 600.0, _seconds(0), "a number of seconds >= 0"
+        ),
     )
+
+
+def _positive_seconds(raw: str) -> float:
+    value = _seconds(0)(raw)
+    if value <= 0:
+        raise ValueError(raw)
+    return value
 
 
 def redact_url(url: str | None) -> str | None:

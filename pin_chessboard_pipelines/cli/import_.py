@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import uuid
 
 from pin_chessboard_pipelines.cli.jobs import CONSOLE_LOGGER
-from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK
+from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK, error_line
+from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.settings import Settings, load_settings
 from pin_chessboard_pipelines.talent.flag import require_talent_sync_enabled
 from pin_chessboard_pipelines.talent_import import runs
@@ -26,6 +28,7 @@ from pin_chessboard_pipelines.talent_import.request import (
     build_request,
 )
 from pin_chessboard_pipelines.talent_import.result import TalentInitialImportResult
+from pin_chessboard_pipelines.talent_import.retrying import Retrier
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
 
@@ -62,7 +65,24 @@ def import_command(args: argparse.Namespace) -> int:
     require_talent_sync_enabled(settings)  # before DAGSTER_HOME or the embedded database is touched
     result = run_import_command(settings, request, run_id)
     print(result.to_json(), flush=True)
-    return EXIT_OK if result.status == RunStatus.COMPLETED else EXIT_FAILED
+    if result.status == RunStatus.COMPLETED:
+        return EXIT_OK
+    # the last line of stderr: how the run ended and why, once
+    print(f"import {result.run_id} {result.status}: {_error_of(settings, result)}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def _error_of(settings: Settings, result: TalentInitialImportResult) -> str:
+    from pin_chessboard_pipelines.runtime.services import database_url
+    from pin_chessboard_pipelines.store.engine import get_engine
+
+    try:
+        with get_engine(database_url(settings)).connect() as conn:
+            row = runs.get_run(conn, uuid.UUID(result.run_id))
+    except Exception as error:
+        return f"(the run's error could not be read: {error_line(error)})"
+    recorded = row["error"] if row is not None else None
+    return str(recorded or "no error recorded")
 
 
 def run_import_command(
@@ -96,6 +116,7 @@ def run_import_command(
         dagster_run_id=run_id,
     )
     instance = None
+    cause: str | None = None  # why the import stopped, when it stopped before its last stage
     try:
         # The partitions of the run: the filtered developer, the project's developer, or all of them.
         developers = list(request.developer_ids) or session.source.developer_ids(request.project_id)
@@ -112,7 +133,7 @@ def run_import_command(
             sessions.pop(run_id)
             return session.run_stages()
         with ProgressBar(session.engine, session.run_id):
-            _import_job().execute_in_process(
+            executed = _import_job().execute_in_process(
                 instance=instance,
                 run_id=run_id,
                 run_config={
@@ -125,22 +146,53 @@ def run_import_command(
                 },
                 raise_on_error=False,
             )
+        if not executed.success:
+            cause = _failure_of(executed)
     except KeyboardInterrupt:
         end_session(run_id, RunStatus.CANCELLED, "interrupted")
         raise
+    except Exception as error:  # before or around the Dagster run: the cause is the run's error
+        cause = error_line(error)
+        log_event(log, logging.ERROR, "import-failed", RunId=session.run_id, Error=repr(cause))
     finally:
         # The assets end the session with the last stage; an import that stopped before ends here.
-        dagster_run = instance.get_run_by_id(run_id) if instance is not None else None
-        cancelled = dagster_run is not None and dagster_run.status == dg.DagsterRunStatus.CANCELED
         end_session(
             run_id,
-            RunStatus.CANCELLED if cancelled else RunStatus.FAILED,
-            "the import stopped before its last stage",
+            RunStatus.CANCELLED if _cancelled(instance, run_id) else RunStatus.FAILED,
+            cause or "the import stopped before its last stage",
         )
-    with session.engine.connect() as conn:
-        row = runs.get_run(conn, session.run_id)
+
+    def read() -> runs.Row | None:
+        with session.engine.connect() as conn:
+            return runs.get_run(conn, session.run_id)
+
+    row = Retrier(settings.import_page_retry_seconds)("read the import result", read)
     assert row is not None
     return runs.result_of(row)
+
+
+def _cancelled(instance, run_id: str) -> bool:
+    import dagster as dg
+
+    if instance is None:
+        return False
+    try:
+        dagster_run = instance.get_run_by_id(run_id)
+    except Exception:  # Dagster's storage unreachable: the run did not end by a cancel we can see
+        return False
+    return dagster_run is not None and dagster_run.status == dg.DagsterRunStatus.CANCELED
+
+
+def _failure_of(executed) -> str | None:
+    """The first step failure's one-line description, if any."""
+    for event in executed.all_events:
+        if event.is_step_failure and event.step_failure_data is not None:
+            failure = event.step_failure_data
+            if failure.user_failure_data is not None and failure.user_failure_data.description:
+                return failure.user_failure_data.description.splitlines()[0]
+            if failure.error is not None:
+                return failure.error.message.strip().splitlines()[0]
+    return None
 
 
 def _import_job():

@@ -8,6 +8,7 @@ and path only, never the token. One client holds one keep-alive session: use one
 from __future__ import annotations
 
 import email.utils
+import logging
 import random
 import socket
 import time
@@ -19,6 +20,9 @@ from typing import Any
 import requests
 
 from pin_chessboard_pipelines.entities import BY_COLLECTION
+from pin_chessboard_pipelines.observability.logs import log_event
+
+log = logging.getLogger(__name__)
 
 MAX_PAGE_LIMIT = 2000  # `limit` of a listing: 1..2000
 MAX_BY_IDS = 500  # ids per by-ids request
@@ -176,7 +180,18 @@ class TalentApiClient:
                         raise TalentPermanentError(f"GET {path} answered {status}", status)
             if attempt == self.max_attempts:
                 raise TalentTransientError(f"GET {path} {reason} ({attempt} attempts)", status, attempt)
-            self._wait(self._delay(attempt, retry_after))
+            delay = self._delay(attempt, retry_after)
+            # every wait says what it waits for (no silent retries)
+            log_event(
+                log,
+                logging.WARNING,
+                "talent-request-retry",
+                Request=f"GET {path}",
+                Attempt=f"{attempt}/{self.max_attempts}",
+                Reason=repr(reason),
+                WaitSeconds=f"{delay:.1f}",
+            )
+            self._wait(delay)
         raise AssertionError("unreachable")
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:

@@ -36,8 +36,10 @@ class ImportOptions:
     )
     debounce_seconds: float = 30  # recalc debounce (docs/project-aggregates-recalc.md#queue-and-debounce)
     cap_seconds: float = 300  # recalc starvation cap (same)
-    page_attempts: int = 3  # failed attempts of one page before the stage fails
-    retry_seconds: float = 1.0  # lease of a failed attempt: the page is re-claimed after it
+    # transient failures of a page (source or database): backoff 1, 2, 4 ... 60 s for this long
+    page_retry_seconds: float = 600
+    page_attempts: int = 3  # attempts of a page failing for a reason no retry fixes (a bug, say)
+    retry_seconds: float = 1.0  # first backoff step: a failed page is re-claimed after its wait
     idle_poll_seconds: float = 0.05  # a worker without a page looks again after this
     cache_pages: int = 0  # pages the walker hands over in memory; 0 = 2 per worker + 2
 
@@ -48,6 +50,7 @@ class ImportOptions:
             "lock_timeout_seconds": settings.import_lock_timeout_seconds,
             "debounce_seconds": settings.recalc_debounce_seconds,
             "cap_seconds": settings.recalc_cap_seconds,
+            "page_retry_seconds": settings.import_page_retry_seconds,
         }
         values.update(overrides)
         return ImportOptions(**values)

@@ -23,11 +23,13 @@ from pin_chessboard_pipelines.observability.metrics import (
     count_applied,
 )
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
+from pin_chessboard_pipelines.retry import Backoff, transient_reason
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed
 from pin_chessboard_pipelines.talent_import.page_cache import PageCache
 from pin_chessboard_pipelines.talent_import.request import Scope
+from pin_chessboard_pipelines.talent_import.retrying import Retrier, RetryStopped
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
 
@@ -46,6 +48,14 @@ class StageWork:
         self.pages_processed = 0
         self.page_durations_ms: list[float] = []
         self._lock = threading.Lock()
+        # pages: backoff from the first failed attempt; store operations: the same budget
+        self.backoff = Backoff(initial=self.options.retry_seconds, budget=self.options.page_retry_seconds)
+        self.first_failure: dict[int, float] = {}  # page id -> monotonic time of its first failure
+        self.retrying = Retrier(
+            self.options.page_retry_seconds,
+            should_stop=self.stopping,
+            fields=lambda: session.log_fields(stage.stage),
+        )
         self.context = ApplyContext(
             correlation_id=session.correlation_id,
             handbook=session.loaded_handbook,
@@ -102,10 +112,11 @@ class PageWorker:
         work, session = self.work, self.session
         try:
             while not work.stopping():
-                with session.engine.begin() as conn:
-                    page = runs.claim_page(conn, session.run_id, self.stage.stage, self.options.lease_seconds)
+                page = work.retrying("claim a page", self._claim)
                 if page is None:
-                    if work.walk_done.is_set() and self._barrier_reached():
+                    if work.walk_done.is_set() and work.retrying(
+                        "read the stage state", self._barrier_reached
+                    ):
                         return
                     work.wait_for_work()
                     continue
@@ -119,8 +130,14 @@ class PageWorker:
                     },
                 ):
                     self._process(page)
+        except RetryStopped:
+            return
         except BaseException as e:
             work.fail(e)
+
+    def _claim(self) -> runs.ClaimedPage | None:
+        with self.session.engine.begin() as conn:
+            return runs.claim_page(conn, self.session.run_id, self.stage.stage, self.options.lease_seconds)
 
     def _barrier_reached(self) -> bool:
         with self.session.engine.connect() as conn:
@@ -158,37 +175,65 @@ class PageWorker:
                 result = session.apply_items(conn, stage.name, items, self.work.context)
                 runs.complete_page(conn, page, len(items), result)
         except TalentCancelled:
-            with session.engine.begin() as conn:
-                runs.release_page(conn, page)
+            self.work.retrying("release a page", lambda: self._release(page))
             return
         except Exception as e:
-            self._record_failure(page, e, permanent=isinstance(e, TalentPermanentError))
+            self._record_failure(page, e)
             return
+        self.work.first_failure.pop(page.id, None)
         elapsed_ms = (time.perf_counter() - started) * 1000
         self._account(page, result, len(items), elapsed_ms)
 
-    def _record_failure(self, page: runs.ClaimedPage, error: Exception, permanent: bool) -> None:
-        session, stage = self.session, self.stage
+    def _release(self, page: runs.ClaimedPage) -> None:
+        with self.session.engine.begin() as conn:
+            runs.release_page(conn, page)
+
+    def _record_failure(self, page: runs.ClaimedPage, error: Exception) -> None:
+        """A failed attempt: transient ones (5xx, 429, timeout, connection loss, deadlock, the
+        database restarting) wait with backoff, the page re-claimed after its wait, until the
+        page-retry budget is spent; a 4xx other than 429 fails the stage at once; anything else gets
+        `page_attempts` attempts."""
+        work, session, stage = self.work, self.session, self.stage
         tracing.record_error(error)
-        with session.engine.begin() as conn:
-            attempts = runs.record_page_failure(
-                conn, page, error_line(error), self.options.retry_seconds, permanent=permanent
-            )
+        reason = transient_reason(error)
+        attempt = page.attempts + 1
+        now = time.monotonic()
+        first = work.first_failure.setdefault(page.id, now)
+        wait = (
+            work.backoff.next_delay(attempt, now - first)
+            if reason is not None
+            else work.backoff.delay(attempt)
+        )
+        if reason is not None:
+            permanent = wait is None  # the budget is spent
+        else:
+            permanent = isinstance(error, TalentPermanentError) or attempt >= self.options.page_attempts
+        lease = wait or 0.0
+
+        def record() -> int | None:
+            with session.engine.begin() as conn:
+                return runs.record_page_failure(conn, page, error_line(error), lease, permanent=permanent)
+
+        attempts = work.retrying("record a failed page", record)
         IMPORT_PAGES.labels(stage.stage, "Failed").inc()
         log_event(
             log,
             logging.WARNING,
-            "page-failed",
+            "page-failed" if permanent else "page-retry",
             **session.log_fields(stage.stage, page.page_no),
             Scope=page.scope or "all",
             Attempts=attempts,
-            Permanent=permanent,
+            Reason=reason or "permanent",
+            **({} if permanent else {"WaitSeconds": f"{lease:.1f}"}),
             Error=repr(error_line(error)),
         )
-        if permanent or (attempts or 0) >= self.options.page_attempts:
-            self.work.fail(
+        if permanent:
+            work.first_failure.pop(page.id, None)
+            spent = f" over {now - first:.0f}s" if reason is not None else ""
+            work.fail(
                 StageFailed(
-                    f"stage {stage.stage}: page {page.page_no} failed {attempts} time(s): {error_line(error)}"
+                    f"stage {stage.stage}: page {page.page_no} failed {attempts} time(s){spent}: "
+                    f"{error_line(error)}"
                 )
             )
 

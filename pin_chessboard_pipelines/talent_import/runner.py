@@ -33,6 +33,7 @@ from pin_chessboard_pipelines.talent_import.model import (
 )
 from pin_chessboard_pipelines.talent_import.request import RunStatus, TalentInitialImportRequest
 from pin_chessboard_pipelines.talent_import.result import TalentInitialImportResult
+from pin_chessboard_pipelines.talent_import.retrying import Retrier
 from pin_chessboard_pipelines.talent_import.sources import ImportSource
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
@@ -185,8 +186,13 @@ class ImportSession:
 
     def finish(self, status: RunStatus, error: str | None = None) -> TalentInitialImportResult:
         """Run row -> Completed / Failed / Cancelled with its stage counters summed from the pages."""
-        with self.engine.begin() as conn:
-            row = runs.finish_run(conn, self.run_id, status, error)
+
+        def finish_run() -> runs.Row:
+            with self.engine.begin() as conn:
+                return runs.finish_run(conn, self.run_id, status, error)
+
+        # the run row must say how it ended: a database that restarts meanwhile is waited for
+        row = Retrier(self.options.page_retry_seconds, fields=self.log_fields)("finish the run", finish_run)
         self.run = row
         result = runs.result_of(row)
         totals = result.totals

@@ -18,11 +18,14 @@ from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGES
+from pin_chessboard_pipelines.retry import transient_reason
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed, StageReport
 from pin_chessboard_pipelines.talent_import.page_worker import PageWorker, StageWork
 from pin_chessboard_pipelines.talent_import.request import Scope
+from pin_chessboard_pipelines.talent_import.result import StageCounters
+from pin_chessboard_pipelines.talent_import.retrying import RetryStopped
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
 
@@ -43,7 +46,7 @@ def run_stage(session: ImportRun, stage: Entity) -> StageReport:
         )
         for i in range(session.request.workers)
     ]
-    if session.walker and not stage_complete(session, stage):
+    if session.walker and not work.retrying("read the stage state", lambda: stage_complete(session, stage)):
         threads.insert(
             0,
             threading.Thread(
@@ -65,9 +68,15 @@ def run_stage(session: ImportRun, stage: Entity) -> StageReport:
         raise
     if work.error is not None:
         raise work.error
-    with session.engine.begin() as conn:
-        counters = runs.sum_stage_counters(conn, session.run_id)[stage.stage]
-        state = runs.stage_state(conn, session.run_id, stage.stage)
+
+    def read() -> tuple[StageCounters, runs.StageState]:
+        with session.engine.begin() as conn:
+            return (
+                runs.sum_stage_counters(conn, session.run_id)[stage.stage],
+                runs.stage_state(conn, session.run_id, stage.stage),
+            )
+
+    counters, state = work.retrying("read the stage counters", read)
     complete = state.complete(session.scope_keys)
     report = StageReport(
         stage=stage.stage,
@@ -134,9 +143,12 @@ class StageWalker:
         """False when the walk stopped early (cancelled or failed)."""
         work, session, stage = self.work, self.session, self.stage
         failures = 0
+        first_failure: float | None = None
         while not work.stopping():
-            with session.engine.connect() as conn:
-                last = runs.last_planned_page(conn, session.run_id, stage.stage, scope_key)
+            try:
+                last = work.retrying("read the walk", lambda: self._last_planned(scope_key))
+            except RetryStopped:
+                return False
             if last is not None and last["is_last"]:
                 return True
             page_no = 0 if last is None else last["page_no"] + 1
@@ -165,7 +177,7 @@ class StageWalker:
                         work.notify()
                     page_no += 1
                     walked += 1
-                    failures = 0
+                    failures, first_failure = 0, None
                     if work.stopping():
                         return False
                 if walked == 0:  # a source that yields nothing still ends its walk with an empty page
@@ -177,29 +189,45 @@ class StageWalker:
                         work.cache.put(page_id, [], work.stopping, self._claimed_elsewhere)
                         work.notify()
                 return True
-            except TalentCancelled:
+            except (TalentCancelled, RetryStopped):
                 return False
             except TalentPermanentError as e:
                 raise StageFailed(f"stage {stage.stage}: planning failed: {e}") from None
             except Exception as e:
+                # transient: backoff within the page-retry budget; anything else: page_attempts tries
                 failures += 1
+                now = time.monotonic()
+                first_failure = now if first_failure is None else first_failure
+                reason = transient_reason(e)
+                if reason is not None:
+                    wait = work.backoff.next_delay(failures, now - first_failure)
+                else:
+                    wait = work.backoff.delay(failures) if failures < self.options.page_attempts else None
                 IMPORT_PAGES.labels(stage.stage, "Failed").inc()
                 log_event(
                     log,
                     logging.WARNING,
-                    "page-failed",
+                    "page-failed" if wait is None else "page-retry",
                     **session.log_fields(stage.stage, page_no),
                     Scope=scope_key or "all",
                     Planning=True,
                     Attempt=failures,
+                    Reason=reason or "permanent",
+                    **({} if wait is None else {"WaitSeconds": f"{wait:.1f}"}),
                     Error=repr(error_line(e)),
                 )
-                if failures >= self.options.page_attempts:
+                if wait is None:
+                    spent = f" over {now - first_failure:.0f}s" if reason is not None else ""
                     raise StageFailed(
-                        f"stage {stage.stage}: planning page {page_no} failed {failures} times: {error_line(e)}"
+                        f"stage {stage.stage}: planning page {page_no} failed {failures} time(s){spent}: "
+                        f"{error_line(e)}"
                     ) from None
-                work.sleep(self.options.retry_seconds)
+                work.sleep(wait)
         return False
+
+    def _last_planned(self, scope_key: str) -> runs.Row | None:
+        with self.session.engine.connect() as conn:
+            return runs.last_planned_page(conn, self.session.run_id, self.stage.stage, scope_key)
 
     def _claimed_elsewhere(self, page_ids: list[int]) -> set[int]:
         """Cached pages that are no longer Pending: another process claimed them (ours take the

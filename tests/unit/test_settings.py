@@ -19,6 +19,8 @@ def test_defaults_need_no_environment():
     assert settings.recalc_batch_size == 50
     assert settings.recalc_poison_attempts == 5
     assert settings.talent_sync_enabled is True
+    assert settings.talent_api_timeout_seconds == 30
+    assert settings.import_page_retry_seconds == 600
 
 
 @pytest.mark.parametrize(
@@ -37,6 +39,9 @@ def test_defaults_need_no_environment():
         ("CHESSBOARD_RECALC_CAP_SECONDS", "nan", "seconds"),
         ("CHESSBOARD_RECALC_BATCH_SIZE", "0", "1..10000"),
         ("CHESSBOARD_RECALC_POISON_ATTEMPTS", "0", "1..1000"),
+        ("TALENT_API_TIMEOUT_SECONDS", "0", "seconds > 0"),
+        ("TALENT_API_TIMEOUT_SECONDS", "forever", "seconds > 0"),
+        ("CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS", "-1", "seconds >= 0"),
     ],
 )
 def test_invalid_value_names_the_variable_and_what_it_expects(name, value, expects):

@@ -112,6 +112,13 @@ def materialize_stage(
     except (DagsterExecutionInterruptedError, KeyboardInterrupt):
         end_session(correlation_id, RunStatus.CANCELLED, "cancelled")
         raise
+    except Exception as error:
+        # one line, the cause: the run row and the step failure say the same
+        end_session(correlation_id, RunStatus.FAILED, error_line(error))
+        raise dg.Failure(
+            description=f"stage {stage.name} failed: {error_line(error)} (resumable: re-execute from failure)",
+            metadata={"import_run_id": str(session.run_id)},
+        ) from None
     except BaseException as error:
         end_session(correlation_id, RunStatus.FAILED, error_line(error))
         raise

@@ -4,12 +4,14 @@ import dagster as dg
 
 from pin_chessboard_pipelines.defs.talent_import.config import PARTITIONS
 from pin_chessboard_pipelines.settings import Settings
-from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
+from pin_chessboard_pipelines.talent_import.sources import ApiPullSource, api_client_options
 
 
 def list_talent_developers(settings: Settings, project_id: str | None = None) -> list[str]:
     """Talent developer ids from the API (all, or the developer of one project)."""
-    source = ApiPullSource(settings.talent_api_url, settings.talent_api_token)
+    source = ApiPullSource(
+        settings.talent_api_url, settings.talent_api_token, client_options=api_client_options(settings)
+    )
     try:
         return source.developer_ids(project_id)
     finally:

@@ -16,6 +16,12 @@ from pin_chessboard_pipelines.talent_import.sources.base import ImportSource, It
 from pin_chessboard_pipelines.talent_import.sources.topic_replay import TopicReplaySource
 
 
+def api_client_options(settings: Settings) -> dict[str, Any]:
+    """The import's Talent client: TALENT_API_TIMEOUT_SECONDS per request, a few quick attempts;
+    the page-retry budget (CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS) governs longer outages."""
+    return {"timeout": settings.talent_api_timeout_seconds, "max_attempts": 3}
+
+
 def make_source(
     mode: ImportMode,
     settings: Settings,
@@ -31,7 +37,7 @@ def make_source(
             settings.talent_api_url,
             settings.talent_api_token,
             should_stop=should_stop,
-            client_options=client_options,
+            client_options={**api_client_options(settings), **(client_options or {})},
         )
     # A DryRun writes nothing, on Kafka either: the consumer group's offsets stay where they are.
     return TopicReplaySource(
@@ -46,5 +52,6 @@ __all__ = [
     "PlannedPage",
     "TalentSourceError",
     "TopicReplaySource",
+    "api_client_options",
     "make_source",
 ]
