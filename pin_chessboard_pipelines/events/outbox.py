@@ -14,6 +14,7 @@ from typing import Any
 from opentelemetry.trace import SpanKind
 from sqlalchemy.engine import Connection
 
+from pin_chessboard_pipelines.events import exact_json
 from pin_chessboard_pipelines.events.payloads import CONTRACT_VERSION, EVENT_TYPES, topic_of
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.store.cursor import copy_in
@@ -87,7 +88,7 @@ def write_outbox(conn: Connection, events: Sequence[OutboxEvent]) -> int:
                     str(event.message_id),
                     event.topic,
                     event.aggregate_id,
-                    _ENCODER.encode(event.payload),
+                    exact_json.dumps(event.payload),
                     _ENCODER.encode({**event.headers(), **trace_headers}),
                     event.occurred_at.isoformat(),
                 )
@@ -120,7 +121,7 @@ def _batch_lines(events: Sequence[tuple[str, str, dict[str, Any]]], correlation_
             f'"contractVersion":"{CONTRACT_VERSION}","correlationId":{correlation}{trace_header}}}'
         )
         lines.append(
-            _line(message_id, _TOPICS[event_type], key, _ENCODER.encode(payload), headers, occurred_at)
+            _line(message_id, _TOPICS[event_type], key, exact_json.dumps(payload), headers, occurred_at)
         )
     return lines
 
@@ -179,4 +180,4 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 def payload_bytes(payload: dict[str, Any]) -> bytes:
     """The Kafka value of an event: its payload as compact UTF-8 JSON."""
-    return _ENCODER.encode(payload).encode()
+    return exact_json.dumps_bytes(payload)

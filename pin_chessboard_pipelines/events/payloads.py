@@ -2,7 +2,7 @@
 
 Pure functions of a store row (a mapping with the table's column names) and, for projects, the
 handbook replica. JSON-ready values: UUIDs as strings, timestamps RFC 3339, decimals as JSON
-numbers (prices and areas fit the 15 significant digits a double keeps exactly).
+numbers with exactly the stored digits (Decimal; events/exact_json.py encodes them).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from uuid import UUID
 
 from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.entities import ENTITIES
+from pin_chessboard_pipelines.events import exact_json
 from pin_chessboard_pipelines.store.handbook_replica import Handbook
 
 CONTRACT_VERSION = 1
@@ -45,7 +46,9 @@ def json_value(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | str):
         return value
     if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() and abs(value) < 2**53 else float(value)
+        # the stored digits, never a binary float (docs/events.md#payloads); events/exact_json
+        # writes a Decimal as a JSON number
+        return exact_json.number(value)
     if isinstance(value, float):
         return value
     if isinstance(value, UUID):

@@ -40,6 +40,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from opentelemetry.trace import SpanKind
 from sqlalchemy.engine import Connection, Engine
 
+from pin_chessboard_pipelines.events import exact_json
 from pin_chessboard_pipelines.events.outbox import HEADER_NAMES, TRACEPARENT, payload_bytes
 from pin_chessboard_pipelines.events.topics_admin import ensure_topics
 from pin_chessboard_pipelines.observability import tracing
@@ -134,12 +135,10 @@ def row_headers(row: Any) -> list[tuple[str, str | bytes | None]]:
     return out
 
 
-_DECODER = json.JSONDecoder()
-
-
 def message_value(payload_json: str | Mapping[str, Any]) -> bytes:
     """The payload jsonb (as text) re-encoded by payload_bytes: compact, whatever jsonb printed."""
-    payload = _DECODER.decode(payload_json) if isinstance(payload_json, str) else payload_json
+    # exact: a jsonb number keeps its digits (987654321098.76543), never through a float
+    payload = exact_json.loads(payload_json) if isinstance(payload_json, str) else payload_json
     return payload_bytes(dict(payload))
 
 

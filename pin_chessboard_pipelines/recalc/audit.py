@@ -21,14 +21,15 @@ class Divergence:
     field: str
     stored: str | None
     expected: str | None
+    pending: bool = False  # the project has a row in the recalc queue: a recalc is on its way
 
     def line(self) -> str:
         return (
-            f"{self.entity} {self.id} (project {self.project_id}): {self.field} "
-            f"stored={_shown(self.stored)} expected={_shown(self.expected)}"
+            f"{'pending: ' if self.pending else ''}{self.entity} {self.id} (project {self.project_id}): "
+            f"{self.field} stored={_shown(self.stored)} expected={_shown(self.expected)}"
         )
 
-    def as_dict(self) -> dict[str, str | None]:
+    def as_dict(self) -> dict[str, str | bool | None]:
         return {
             "entity": self.entity,
             "id": str(self.id),
@@ -36,6 +37,7 @@ class Divergence:
             "field": self.field,
             "stored": self.stored,
             "expected": self.expected,
+            "pending": self.pending,
         }
 
 
@@ -43,8 +45,14 @@ def _shown(value: str | None) -> str:
     return "NULL" if value is None else value
 
 
+def drift(divergences: list[Divergence]) -> list[Divergence]:
+    """Divergences no queued recalc will fix: a project with a pending queue row is not drift."""
+    return [d for d in divergences if not d.pending]
+
+
 def audit(conn: Connection, project_id: UUID | None = None) -> list[Divergence]:
-    """Every divergence of live projects (archived and deleted ones carry no aggregates)."""
+    """Every divergence of live projects (archived and deleted ones carry no aggregates), drift and
+    pending alike (`drift()` keeps the former)."""
     rows = conn.execute(
         queries("recalc")["audit"], {"project_id": None if project_id is None else str(project_id)}
     ).mappings()
@@ -56,6 +64,7 @@ def audit(conn: Connection, project_id: UUID | None = None) -> list[Divergence]:
             field=row["field"],
             stored=row["stored"],
             expected=row["expected"],
+            pending=bool(row["pending"]),
         )
         for row in rows
     ]

@@ -20,11 +20,17 @@ def enqueue_recalc(
     debounce_seconds: float,
     cap_seconds: float,
     force: bool = False,
+    run_id: UUID | None = None,
 ) -> int:
     """Upserts one debounced request per (project_id, tenant_id); returns how many projects.
 
     Duplicates are folded (one request per project per call). Rows are locked in project_id order,
-    so concurrent callers cannot deadlock each other.
+    so concurrent callers cannot deadlock each other. Writers of a project's rows call this BEFORE
+    they change them (queue row first, then replica rows: the drain's order), so a writer and a
+    drain never wait for each other in a cycle.
+
+    `run_id`: an import run's request, held until the run finishes (`release_import_requests`)
+    and counted once per run (docs/talent-initial-import.md#events-and-recalc-requests).
     """
     unique = dict(projects)
     if not unique:
@@ -40,6 +46,15 @@ def enqueue_recalc(
                 "debounce": float(debounce_seconds),
                 "cap": float(cap_seconds),
                 "force": force,
+                "run_id": None if run_id is None else str(run_id),
             },
         )
     return len(ids)
+
+
+def release_import_requests(conn: Connection, run_id: UUID, *, debounce_seconds: float) -> int:
+    """The requests an import run held become due after the debounce (the run has finished)."""
+    return conn.execute(
+        queries("recalc_queue")["release_import_requests"],
+        {"run_id": str(run_id), "debounce": float(debounce_seconds)},
+    ).rowcount

@@ -85,6 +85,7 @@ def apply_snapshots(
             parsed_items.append(Item(position, parsed, raw))
     view = _view(conn, ctx)
     with view.session():
+        view.request_recalcs(batch, _projects_to_change(view, batch, parsed_items))
         for round_ in rules.rounds(parsed_items):
             _apply_round(view, batch, round_)
     _finish(view, batch)
@@ -114,6 +115,9 @@ def apply_tombstones(
     view = _view(conn, ctx)
     if ids:
         with view.session():
+            alive = [r for r in view.existing_rows(batch.spec, ids).values() if r["deleted_at"] is None]
+            projects = {p: t for row in alive for p, t in rules.touched_projects(entity, row, None)}
+            view.request_recalcs(batch, projects)
             view.delete(batch, ids)
     batch.result.skipped = batch.result.planned - batch.result.applied - batch.result.failed
     _finish(view, batch)
@@ -131,6 +135,31 @@ def _view(conn: Connection, ctx: ApplyContext) -> ReplicaView:
     if ctx.dry_run_state is None:
         ctx.dry_run_state = DryRunState()
     return DryRunView(conn, ctx.dry_run_state)
+
+
+def _projects_to_change(view: ReplicaView, batch: Batch, items: list[Item]) -> dict[str, str]:
+    """The projects (PIN id -> tenant id) the batch is about to change, old and new ones of a move,
+    read before any write so their recalc requests are locked first (the drain's lock order:
+    queue row, then the project's rows). Items the version guard or a missing parent will stop
+    request nothing."""
+    entity = batch.spec.entity
+    if entity.name == "developer" or not items:
+        return {}
+    for item in items:
+        item.values = dict(item.record.columns)
+    existing = view.existing_rows(batch.spec, list(dict.fromkeys(item.talent_id for item in items)))
+    parents = _parent_rows(view, entity.parent, entity.parent_column, items)
+    extra_parents = _parent_rows(view, entity.extra_parent, entity.extra_parent_column, items)
+    projects: dict[str, str] = {}
+    for item in items:
+        values = dict(item.values)
+        if rules.check_parents(entity, values, item.record, parents, extra_parents) is not None:
+            continue
+        old = existing.get(item.talent_id)
+        if rules.is_stale(old, item.record.version):
+            continue
+        projects.update(rules.touched_projects(entity.name, values, old))
+    return projects
 
 
 def _apply_round(view: ReplicaView, batch: Batch, items: list[Item]) -> None:

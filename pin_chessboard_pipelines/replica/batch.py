@@ -51,6 +51,7 @@ class Batch:
     quarantine: list[Quarantine] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     touched: dict[str, str] = field(default_factory=dict)  # project PIN id -> tenant id
+    requested: set[str] = field(default_factory=set)  # projects whose recalc was requested up front
 
     def reject(self, position: int, raw: Any, external_id: str | None, code: str, message: str) -> None:
         self.quarantine.append(Quarantine(position, raw, external_id, code, message[:ERROR_MESSAGE_LIMIT]))
@@ -64,6 +65,10 @@ class Batch:
     def touch(self, project: tuple[str, str] | None) -> None:
         if project is not None:
             self.touched[project[0]] = project[1]
+
+    def touch_all(self, projects: list[tuple[str, str]]) -> None:
+        for project in projects:
+            self.touch(project)
 
     def report(self, record: TalentRecord) -> None:
         """Unknown enum values and unresolved references of an applied item: a warning; the caller

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
+from uuid import UUID
 
 from sqlalchemy.engine import Connection
 
@@ -85,12 +86,16 @@ class DatabaseView:
                 continue
             inserted = row.pop("inserted")
             batch.applied(item.record, created=bool(inserted))
+            if not inserted and item.old is not None and row["version"] == item.old["version"]:
+                # mapped fields equal: replica_version / last_synced_at moved, nothing to publish
+                # and nothing to recalculate (docs/store.md#replica-tables)
+                continue
             key = str(row["id"])
             batch.events.append(Event(event_type, key, payload(row, handbook)))
             if name == "propertyObject":
                 for change_type, change in rules.object_change_events(row, None if inserted else item.old):
                     batch.events.append(Event(change_type, key, change))
-            batch.touch(rules.touched_project(name, row))
+            batch.touch_all(rules.touched_projects(name, row, None if inserted else item.old))
 
     def delete(self, batch: Batch, talent_ids: list[str]) -> None:
         spec, name = batch.spec, batch.spec.name
@@ -99,18 +104,33 @@ class DatabaseView:
         payload, event_type = UPSERTED_PAYLOADS[name], spec.entity.upserted_event
         for row in rows:
             batch.events.append(Event(event_type, str(row["id"]), payload(row, batch.ctx.handbook)))
-            batch.touch(rules.touched_project(name, row))
+            batch.touch_all(rules.touched_projects(name, row, None))
         batch.result.applied = len(rows)
+
+    def request_recalcs(self, batch: Batch, projects: dict[str, str]) -> None:
+        """Queue rows first, replica rows after: the drain locks a project's queue row and then its
+        rows, so writers take them in the same order and neither waits for the other in a cycle."""
+        self._enqueue(batch, projects)
+        batch.requested.update(projects)
 
     def write(self, batch: Batch) -> None:
         ctx, result = batch.ctx, batch.result
         insert_failed_items(self.conn, ctx.run_id or STREAMING_RUN_ID, batch.stage, batch.quarantine)
         result.events = write_outbox_batch(self.conn, batch.events, ctx.correlation_id)
-        if batch.touched:
-            enqueue_recalc(
-                self.conn,
-                result.touched_projects,
-                RecalcReason.TALENT_SYNC,
-                debounce_seconds=ctx.debounce_seconds,
-                cap_seconds=ctx.cap_seconds,
-            )
+        # requested up front already, unless a later round of the batch touched another project
+        late = {p: t for p, t in batch.touched.items() if p not in batch.requested}
+        if late:
+            self._enqueue(batch, late)
+
+    def _enqueue(self, batch: Batch, projects: dict[str, str]) -> None:
+        if not projects:
+            return
+        ctx = batch.ctx
+        enqueue_recalc(
+            self.conn,
+            [(UUID(p), UUID(t)) for p, t in projects.items()],
+            RecalcReason.TALENT_SYNC,
+            debounce_seconds=ctx.debounce_seconds,
+            cap_seconds=ctx.cap_seconds,
+            run_id=ctx.run_id,
+        )

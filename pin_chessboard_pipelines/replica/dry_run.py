@@ -66,7 +66,7 @@ class DryRunView:
             stored = rules.dry_run_row(name, item.values, old)
             self._remember(name, item.talent_id, stored, old)
             batch.applied(item.record, created=old is None)
-            batch.touch(rules.touched_project(name, stored))
+            batch.touch_all(rules.touched_projects(name, stored, old))
 
     def delete(self, batch: Batch, talent_ids: list[str]) -> None:
         name = batch.spec.name
@@ -80,6 +80,9 @@ class DryRunView:
             self._remember(name, talent_id, stored, row)
             batch.touch(rules.touched_project(name, stored))
             batch.result.applied += 1
+
+    def request_recalcs(self, batch: Batch, projects: dict[str, str]) -> None:
+        """Nothing is stored."""
 
     def write(self, batch: Batch) -> None:
         """Nothing is stored: no quarantine rows, events or recalc requests."""

@@ -9,6 +9,7 @@ from uuid import UUID
 
 from sqlalchemy.engine import Connection
 
+from pin_chessboard_pipelines.events import exact_json
 from pin_chessboard_pipelines.replica.batch import Quarantine
 from pin_chessboard_pipelines.store.cursor import Cursor
 from pin_chessboard_pipelines.store.queries import cursor_queries
@@ -34,12 +35,20 @@ def insert_failed_items(conn: Connection, run_id: UUID, stage: str, rows: Sequen
 
 
 def payload_json(raw: Any) -> str:
-    """The raw snapshot as jsonb text; jsonb holds neither \\u0000 nor lone surrogates."""
-    text = json.dumps(raw, ensure_ascii=False, default=str)
+    """The raw snapshot as jsonb text, its decimals with their digits; jsonb holds neither \\u0000
+    nor lone surrogates."""
+    text = _dumps(raw)
     if "\\u0000" in text or not text.isascii():
-        text = json.dumps(_clean(raw), ensure_ascii=False, default=str)
+        text = _dumps(_clean(raw))
         text = text.encode("utf-8", "replace").decode("utf-8")
     return text
+
+
+def _dumps(value: Any) -> str:
+    try:
+        return exact_json.dumps(value)
+    except (TypeError, ValueError):  # not JSON data (a broken source): its text
+        return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _clean(value: Any) -> Any:

@@ -173,6 +173,20 @@ def touched_project(entity: str, row: Row) -> tuple[str, str] | None:
     return None
 
 
+def touched_projects(entity: str, row: Row, old: Row | None) -> list[tuple[str, str]]:
+    """Every (project PIN id, tenant id) a change recalculates: the row's project and, when the
+    change moves the row to another project, the old one too (docs/store.md#replica-tables)."""
+    new = touched_project(entity, row)
+    if new is None:
+        return []
+    touched = [new]
+    if old is not None and entity != "project" and old.get("project_id") is not None:
+        before = (str(old["project_id"]), str(old.get("tenant_id") or row["tenant_id"]))
+        if before[0] != new[0]:
+            touched.append(before)
+    return touched
+
+
 def dry_run_row(entity: str, values: Row, old: Row | None) -> dict[str, Any]:
     """What the upsert would store: the snapshot's values over the current row, version + 1."""
     stored = {**(old or {}), **values, "version": 1 if old is None else old["version"] + 1}

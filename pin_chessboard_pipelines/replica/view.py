@@ -42,6 +42,10 @@ class ReplicaView(Protocol):
         """Soft-deletes the alive rows of the ids (tombstones)."""
         ...
 
+    def request_recalcs(self, batch: Batch, projects: dict[str, str]) -> None:
+        """Recalc requests of the projects a batch is about to change, before any change."""
+        ...
+
     def write(self, batch: Batch) -> None:
         """The batch's quarantine rows, outbox events and recalc requests."""
         ...

@@ -218,9 +218,16 @@ project_recalc_requests = Table(
     Column("last_error", String(1024)),
     _ts("created_at"),
     _ts("updated_at"),
+    # the import run whose pages requested this recalc: held until that run finishes
+    Column("import_run_id", UUID(as_uuid=True)),
     CheckConstraint("requested_count >= 1", name="requested_count_positive"),
     CheckConstraint("attempt_count >= 0", name="attempt_count_not_negative"),
     Index("ix_project_recalc_due", "due_at"),
+    Index(
+        "ix_project_recalc_import_run",
+        "import_run_id",
+        postgresql_where=text("import_run_id IS NOT NULL"),
+    ),
 )
 
 talent_import_runs = Table(

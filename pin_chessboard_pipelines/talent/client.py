@@ -8,6 +8,7 @@ and path only, never the token. One client holds one keep-alive session: use one
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import random
 import socket
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import requests
@@ -217,7 +219,7 @@ class TalentApiClient:
 
 def _payload(response: requests.Response, listing: bool) -> dict[str, Any]:
     try:
-        payload = response.json()
+        payload = json.loads(response.content, parse_float=Decimal)  # decimals keep their digits
     except ValueError:
         raise _Malformed() from None
     if not isinstance(payload, dict) or not isinstance(payload.get("items"), list):

@@ -13,6 +13,7 @@ import source and the streaming consumer (talent_sync/) both need.
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -33,7 +34,7 @@ def decode_message(key: bytes | None, value: bytes | None) -> Item:
     if value is None:
         return {"id": key_text, TOMBSTONE: True}
     try:
-        item = json.loads(value)
+        item = json.loads(value, parse_float=Decimal)  # decimals keep their digits
     except ValueError:
         item = None
     if not isinstance(item, dict):

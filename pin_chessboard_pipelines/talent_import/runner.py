@@ -20,6 +20,7 @@ from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
+from pin_chessboard_pipelines.recalc.enqueue import release_import_requests
 from pin_chessboard_pipelines.replica.apply import DryRunState, apply_snapshots
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
@@ -189,6 +190,8 @@ class ImportSession:
 
         def finish_run() -> runs.Row:
             with self.engine.begin() as conn:
+                # the run's held recalc requests become due: one per touched project, after the run
+                release_import_requests(conn, self.run_id, debounce_seconds=self.options.debounce_seconds)
                 return runs.finish_run(conn, self.run_id, status, error)
 
         # the run row must say how it ended: a database that restarts meanwhile is waited for

@@ -104,8 +104,9 @@ def test_a_page_failing_beyond_the_bounded_retries_fails_the_run_and_a_resume_co
     broken = DatasetSpec(**{**SPEC.__dict__, "faults": (FaultRule("property-objects", 2, "malformed", 100),)})
     sim = talent_sim(broken)
     request = build_request(page_size=4, workers=2)
+    # a malformed body is transient: retried with backoff until the page-retry budget is spent
     options = ImportOptions(
-        lock_timeout_seconds=0.3, retry_seconds=0.05, idle_poll_seconds=0.02, page_attempts=2
+        lock_timeout_seconds=0.3, retry_seconds=0.05, idle_poll_seconds=0.02, page_retry_seconds=0.5
     )
 
     def session():

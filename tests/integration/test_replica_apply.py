@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from pin_chessboard_pipelines.events.outbox import OutboxEvent
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from tests.support.replica import (
+    RUN_ID,
     Tree,
     apply,
     apply_in_pages,
@@ -157,14 +158,16 @@ def test_create_path_rows_events_and_recalc(engine, make_ctx):
     }
     assert result.events == 3 + 2 + 1
     assert result.touched_projects == {(project_pin, developer_pin)}
-    # one debounced request per touched project, coalescing every stage that touched it
+    # one request per touched project per import run, whatever the stages and pages that touched
+    # it; held for the run until it finishes
     request = one(engine, "SELECT * FROM chessboard.project_recalc_requests")
     assert (request["project_id"], request["tenant_id"], request["last_reason"]) == (
         project_pin,
         developer_pin,
         "TalentSync",
     )
-    assert request["requested_count"] == 5  # project, building, layout group, layout, objects
+    assert request["requested_count"] == 1
+    assert request["import_run_id"] == RUN_ID
 
 
 def test_outbox_rows_have_the_outbox_event_layout(engine, make_ctx):

@@ -6,11 +6,13 @@
 -- Up to batch_size due rows, oldest DueAt first. SKIP LOCKED leaves out rows another drain is
 -- processing right now; each row is locked again (claim_project) in its project's transaction.
 -- Poison rows (attempt_count >= poison_attempts) and rows that failed earlier in this drain wait.
+-- A row held by a Running import run waits for the end of that run.
 SELECT project_id
-FROM chessboard.project_recalc_requests
+FROM chessboard.project_recalc_requests AS r
 WHERE due_at <= now()
   AND attempt_count < :poison_attempts
   AND NOT (project_id = ANY (CAST(:exclude AS uuid[])))
+  AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'))
 ORDER BY due_at, project_id
 LIMIT :batch_size
 FOR UPDATE SKIP LOCKED
@@ -30,6 +32,7 @@ LEFT JOIN chessboard.projects p ON p.id = r.project_id
 WHERE r.project_id = :project_id
   AND r.due_at <= now()
   AND r.attempt_count < :poison_attempts
+  AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'))
 FOR UPDATE OF r SKIP LOCKED
 
 -- name: recalc_project
@@ -168,8 +171,8 @@ RETURNING attempt_count
 SELECT count(*) FILTER (WHERE attempt_count < :poison_attempts) AS due,
        count(*) FILTER (WHERE attempt_count >= :poison_attempts) AS poison,
        min(due_at) FILTER (WHERE attempt_count < :poison_attempts) AS oldest_due_at
-FROM chessboard.project_recalc_requests
-WHERE due_at <= now()
+FROM chessboard.project_recalc_requests AS r
+WHERE due_at <= now() AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'))
 
 -- name: next_due
 -- Seconds from now to the earliest DueAt the drain will take at or after :after (Unix time; 0 = any
@@ -212,9 +215,11 @@ SELECT count(*) AS value FROM chessboard.project_recalc_requests
 
 -- name: due_backlog
 -- Gauge chessboard_recalc_due_backlog: rows whose DueAt has passed and that the drain will take
--- (poison rows are chessboard_recalc_poison_rows; counting them here kept the backlog alert firing).
-SELECT count(*) AS value FROM chessboard.project_recalc_requests
+-- (poison rows are chessboard_recalc_poison_rows; counting them here kept the backlog alert firing;
+-- a request held by a Running import run waits for the run).
+SELECT count(*) AS value FROM chessboard.project_recalc_requests AS r
 WHERE due_at <= now() AND attempt_count < :poison_attempts
+  AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'))
 
 -- name: poison_count
 -- Gauge chessboard_recalc_poison_rows: rows kept for the runbook (threshold from settings).
@@ -301,19 +306,22 @@ divergences AS (
         ('area_max', g.area_max, e.area_max)
     ) AS f(field, stored, expected)
 )
-SELECT entity, id, project_id, field, stored::text AS stored, expected::text AS expected
-FROM divergences
-WHERE stored IS DISTINCT FROM expected
-ORDER BY project_id, entity, id, field
+SELECT d.entity, d.id, d.project_id, d.field, d.stored::text AS stored, d.expected::text AS expected,
+       -- a project with a row in the recalc queue is pending, not drift (docs/project-aggregates-recalc.md#audit)
+       EXISTS (SELECT 1 FROM chessboard.project_recalc_requests r WHERE r.project_id = d.project_id) AS pending
+FROM divergences d
+WHERE d.stored IS DISTINCT FROM d.expected
+ORDER BY d.project_id, d.entity, d.id, d.field
 
 -- name: queue_status
 -- `recalc status`: the queue at a glance.
 SELECT count(*) AS depth,
-       count(*) FILTER (WHERE due_at <= now() AND attempt_count < :poison_attempts) AS due,
+       count(*) FILTER (WHERE due_at <= now() AND attempt_count < :poison_attempts
+                        AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'))) AS due,
        count(*) FILTER (WHERE attempt_count >= :poison_attempts) AS poison,
        min(due_at) FILTER (WHERE attempt_count < :poison_attempts) AS next_due_at,
        coalesce(sum(requested_count), 0) AS requested
-FROM chessboard.project_recalc_requests
+FROM chessboard.project_recalc_requests AS r
 
 -- name: aggregates_sample
 -- `recalc status --projects N`: the largest live projects with their aggregates.

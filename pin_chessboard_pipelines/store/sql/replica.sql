@@ -50,6 +50,9 @@ ORDER BY u.ord
 -- bounds NULL by the column defaults) or overwrite ONLY the replica fields under the version guard;
 -- PIN-owned fields (status of developer/project/building, hotelier_id, cover_image_file_id,
 -- aggregates, created_at) are never in a SET list. `inserted` tells a create from a change.
+-- A newer snapshot whose mapped fields equal the stored ones moves replica_version and
+-- last_synced_at only: version and updated_at stay, so the caller publishes nothing
+-- (docs/store.md#replica-tables).
 
 -- name: upsert_developers
 INSERT INTO chessboard.developers AS t
@@ -68,8 +71,10 @@ ON CONFLICT (external_talent_id) DO UPDATE SET
     sync_source = EXCLUDED.sync_source,
     replica_version = EXCLUDED.replica_version,
     last_synced_at = now(),
-    updated_at = now(),
-    version = t.version + 1
+    updated_at = CASE WHEN ROW(t.name, t.inn, t.deleted_at)
+        IS DISTINCT FROM ROW(EXCLUDED.name, EXCLUDED.inn, EXCLUDED.deleted_at) THEN now() ELSE t.updated_at END,
+    version = t.version + CASE WHEN ROW(t.name, t.inn, t.deleted_at)
+        IS DISTINCT FROM ROW(EXCLUDED.name, EXCLUDED.inn, EXCLUDED.deleted_at) THEN 1 ELSE 0 END
 WHERE t.replica_version < EXCLUDED.replica_version
 RETURNING t.*, (t.xmax = 0) AS inserted
 
@@ -107,8 +112,10 @@ ON CONFLICT (external_talent_id) DO UPDATE SET
     sync_source = EXCLUDED.sync_source,
     replica_version = EXCLUDED.replica_version,
     last_synced_at = now(),
-    updated_at = now(),
-    version = t.version + 1
+    updated_at = CASE WHEN ROW(t.tenant_id, t.developer_id, t.name, t.type, t.class, t.construction_status, t.country_id, t.region_id, t.city_id, t.stars, t.currency_id, t.payback_years, t.deleted_at)
+        IS DISTINCT FROM ROW(EXCLUDED.tenant_id, EXCLUDED.developer_id, EXCLUDED.name, EXCLUDED.type, EXCLUDED.class, EXCLUDED.construction_status, EXCLUDED.country_id, EXCLUDED.region_id, EXCLUDED.city_id, EXCLUDED.stars, EXCLUDED.currency_id, EXCLUDED.payback_years, EXCLUDED.deleted_at) THEN now() ELSE t.updated_at END,
+    version = t.version + CASE WHEN ROW(t.tenant_id, t.developer_id, t.name, t.type, t.class, t.construction_status, t.country_id, t.region_id, t.city_id, t.stars, t.currency_id, t.payback_years, t.deleted_at)
+        IS DISTINCT FROM ROW(EXCLUDED.tenant_id, EXCLUDED.developer_id, EXCLUDED.name, EXCLUDED.type, EXCLUDED.class, EXCLUDED.construction_status, EXCLUDED.country_id, EXCLUDED.region_id, EXCLUDED.city_id, EXCLUDED.stars, EXCLUDED.currency_id, EXCLUDED.payback_years, EXCLUDED.deleted_at) THEN 1 ELSE 0 END
 WHERE t.replica_version < EXCLUDED.replica_version
 RETURNING t.*, (t.xmax = 0) AS inserted
 
@@ -133,8 +140,10 @@ ON CONFLICT (external_talent_id) DO UPDATE SET
     sync_source = EXCLUDED.sync_source,
     replica_version = EXCLUDED.replica_version,
     last_synced_at = now(),
-    updated_at = now(),
-    version = t.version + 1
+    updated_at = CASE WHEN ROW(t.tenant_id, t.project_id, t.name, t.floors_count, t.deleted_at)
+        IS DISTINCT FROM ROW(EXCLUDED.tenant_id, EXCLUDED.project_id, EXCLUDED.name, EXCLUDED.floors_count, EXCLUDED.deleted_at) THEN now() ELSE t.updated_at END,
+    version = t.version + CASE WHEN ROW(t.tenant_id, t.project_id, t.name, t.floors_count, t.deleted_at)
+        IS DISTINCT FROM ROW(EXCLUDED.tenant_id, EXCLUDED.project_id, EXCLUDED.name, EXCLUDED.floors_count, EXCLUDED.deleted_at) THEN 1 ELSE 0 END
 WHERE t.replica_version < EXCLUDED.replica_version
 RETURNING t.*, (t.xmax = 0) AS inserted
 
@@ -159,8 +168,10 @@ ON CONFLICT (external_talent_id) DO UPDATE SET
     sync_source = EXCLUDED.sync_source,
     replica_version = EXCLUDED.replica_version,
     last_synced_at = now(),
-    updated_at = now(),
-    version = t.version + 1
+    updated_at = CASE WHEN ROW(t.tenant_id, t.project_id, t.name, t.rooms, t.deleted_at)
+        IS DISTINCT FROM ROW(EXCLUDED.tenant_id, EXCLUDED.project_id, EXCLUDED.name, EXCLUDED.rooms, EXCLUDED.deleted_at) THEN now() ELSE t.updated_at END,
+    version = t.version + CASE WHEN ROW(t.tenant_id, t.project_id, t.name, t.rooms, t.deleted_at)
+        IS DISTINCT FROM ROW(EXCLUDED.tenant_id, EXCLUDED.project_id, EXCLUDED.name, EXCLUDED.rooms, EXCLUDED.deleted_at) THEN 1 ELSE 0 END
 WHERE t.replica_version < EXCLUDED.replica_version
 RETURNING t.*, (t.xmax = 0) AS inserted
 
@@ -188,8 +199,10 @@ ON CONFLICT (external_talent_id) DO UPDATE SET
     sync_source = EXCLUDED.sync_source,
     replica_version = EXCLUDED.replica_version,
     last_synced_at = now(),
-    updated_at = now(),
-    version = t.version + 1
+    updated_at = CASE WHEN ROW(t.tenant_id, t.project_id, t.layout_group_id, t.name, t.rooms, t.total_area, t.deleted_at)
+        IS DISTINCT FROM ROW(EXCLUDED.tenant_id, EXCLUDED.project_id, EXCLUDED.layout_group_id, EXCLUDED.name, EXCLUDED.rooms, EXCLUDED.total_area, EXCLUDED.deleted_at) THEN now() ELSE t.updated_at END,
+    version = t.version + CASE WHEN ROW(t.tenant_id, t.project_id, t.layout_group_id, t.name, t.rooms, t.total_area, t.deleted_at)
+        IS DISTINCT FROM ROW(EXCLUDED.tenant_id, EXCLUDED.project_id, EXCLUDED.layout_group_id, EXCLUDED.name, EXCLUDED.rooms, EXCLUDED.total_area, EXCLUDED.deleted_at) THEN 1 ELSE 0 END
 WHERE t.replica_version < EXCLUDED.replica_version
 RETURNING t.*, (t.xmax = 0) AS inserted
 
@@ -227,7 +240,9 @@ ON CONFLICT (external_talent_id) DO UPDATE SET
     sync_source = EXCLUDED.sync_source,
     replica_version = EXCLUDED.replica_version,
     last_synced_at = now(),
-    updated_at = now(),
-    version = t.version + 1
+    updated_at = CASE WHEN ROW(t.tenant_id, t.project_id, t.building_id, t.layout_id, t.number, t.floor, t.section, t.status, t.status_source, t.price, t.total_area, t.deleted_at)
+        IS DISTINCT FROM ROW(EXCLUDED.tenant_id, EXCLUDED.project_id, EXCLUDED.building_id, EXCLUDED.layout_id, EXCLUDED.number, EXCLUDED.floor, EXCLUDED.section, EXCLUDED.status, EXCLUDED.status_source, EXCLUDED.price, EXCLUDED.total_area, EXCLUDED.deleted_at) THEN now() ELSE t.updated_at END,
+    version = t.version + CASE WHEN ROW(t.tenant_id, t.project_id, t.building_id, t.layout_id, t.number, t.floor, t.section, t.status, t.status_source, t.price, t.total_area, t.deleted_at)
+        IS DISTINCT FROM ROW(EXCLUDED.tenant_id, EXCLUDED.project_id, EXCLUDED.building_id, EXCLUDED.layout_id, EXCLUDED.number, EXCLUDED.floor, EXCLUDED.section, EXCLUDED.status, EXCLUDED.status_source, EXCLUDED.price, EXCLUDED.total_area, EXCLUDED.deleted_at) THEN 1 ELSE 0 END
 WHERE t.replica_version < EXCLUDED.replica_version
 RETURNING t.*, (t.xmax = 0) AS inserted
