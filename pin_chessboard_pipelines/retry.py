@@ -3,14 +3,24 @@
 talent-source.md, "Changes of v1.1": a page whose source read or transaction fails for a transient
 reason (5xx, 429, timeout, connection loss, deadlock, the database restarting) is retried with
 exponential backoff capped at 60 s for up to CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS (default 600).
-Pure: no I/O, no clock; callers pass the elapsed time and sleep themselves.
+Backoff and the classification are pure (no I/O, no clock); `Retrier` runs an operation again
+after transient failures, sleeping between attempts and logging what it waits for.
 """
 
 from __future__ import annotations
 
+import logging
 import socket
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pin_chessboard_pipelines.errors import error_line
+from pin_chessboard_pipelines.observability.logs import log_event
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_CAP_SECONDS = 60.0
 DEFAULT_BUDGET_SECONDS = 600.0
@@ -198,3 +208,64 @@ def _by_message(error: BaseException) -> str | None:
     if any(m in text for m in _CONNECTION_LOST):
         return "connection lost"
     return None
+
+
+class RetryStopped(Exception):
+    """should_stop() asked to give up while waiting for a retry."""
+
+
+class Retrier:
+    """Runs store operations again after transient failures, with backoff, until the budget (from
+    the first failure of the current streak) is spent; then the last error is raised."""
+
+    def __init__(
+        self,
+        budget_seconds: float,
+        *,
+        should_stop: Callable[[], bool] = lambda: False,
+        initial_seconds: float = 0.5,
+        fields: Callable[[], dict[str, Any]] = dict,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.backoff = Backoff(initial=initial_seconds, budget=budget_seconds)
+        self.should_stop = should_stop
+        self.fields = fields
+        self._sleep = sleep
+        self._clock = clock
+
+    def __call__(self, what: str, operation: Callable[[], T]) -> T:
+        first_failure: float | None = None
+        attempt = 0
+        while True:
+            try:
+                return operation()
+            except Exception as error:
+                reason = transient_reason(error)
+                if reason is None:
+                    raise
+                now = self._clock()
+                first_failure = now if first_failure is None else first_failure
+                attempt += 1
+                wait = self.backoff.next_delay(attempt, now - first_failure)
+                if wait is None or self.should_stop():
+                    raise
+                log_event(
+                    log,
+                    logging.WARNING,
+                    "retry",
+                    **self.fields(),
+                    What=what,
+                    Reason=reason,
+                    Attempt=attempt,
+                    WaitSeconds=f"{wait:.1f}",
+                    Error=repr(error_line(error)),
+                )
+                self.wait(wait)
+
+    def wait(self, seconds: float) -> None:
+        deadline = self._clock() + seconds
+        while (left := deadline - self._clock()) > 0:
+            if self.should_stop():
+                raise RetryStopped("stopped while waiting to retry")
+            self._sleep(min(0.1, left))

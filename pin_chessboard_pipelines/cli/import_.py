@@ -16,9 +16,10 @@ import logging
 import sys
 import uuid
 
-from pin_chessboard_pipelines.cli.jobs import CONSOLE_LOGGER
+from pin_chessboard_pipelines.cli.jobs import CONSOLE_LOGGER, with_one_line_console
 from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK, error_line
 from pin_chessboard_pipelines.observability.logs import log_event
+from pin_chessboard_pipelines.retry import Retrier
 from pin_chessboard_pipelines.settings import Settings, load_settings
 from pin_chessboard_pipelines.talent.flag import require_talent_sync_enabled
 from pin_chessboard_pipelines.talent_import import runs
@@ -28,7 +29,6 @@ from pin_chessboard_pipelines.talent_import.request import (
     build_request,
 )
 from pin_chessboard_pipelines.talent_import.result import TalentInitialImportResult
-from pin_chessboard_pipelines.talent_import.retrying import Retrier
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
 
@@ -133,7 +133,7 @@ def run_import_command(
             sessions.pop(run_id)
             return session.run_stages()
         with ProgressBar(session.engine, session.run_id):
-            executed = _import_job().execute_in_process(
+            executed = with_one_line_console(_import_job()).execute_in_process(
                 instance=instance,
                 run_id=run_id,
                 run_config={

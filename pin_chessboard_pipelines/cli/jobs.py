@@ -4,6 +4,8 @@ shows up in the UI's history exactly like a sensor-launched one."""
 from __future__ import annotations
 
 import json
+import logging
+import sys
 from typing import Any
 
 from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK
@@ -27,7 +29,7 @@ def run_job(
     prepare_dagster_home(settings or load_settings())
     from pin_chessboard_pipelines.definitions import build_definitions
 
-    job = build_definitions().resolve_job_def(job_name)
+    job = with_one_line_console(build_definitions().resolve_job_def(job_name))
     with dg.DagsterInstance.get() as instance:
         result = job.execute_in_process(
             instance=instance,
@@ -38,7 +40,40 @@ def run_job(
         summary = op_summary(result, op_name)
     status = "Completed" if result.success else "Failed"
     print(json.dumps({"runId": result.run_id, "status": status, **summary}, ensure_ascii=False, default=str))
+    if not result.success:  # the last line of stderr: the cause, once
+        print(f"{job_name} failed: {summary.get('error') or 'see the run ' + result.run_id}", file=sys.stderr)
     return EXIT_OK if result.success else EXIT_FAILED
+
+
+class _FirstLine(logging.Formatter):
+    """One line per record: a failure's stack trace stays in the run's event log (the UI)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        lines = super().format(record).splitlines()
+        return lines[0] if lines else ""
+
+
+def with_one_line_console(job: Any) -> Any:
+    """The job with a console logger that prints one line per event (Dagster's default prints
+    every failure's stack trace, hundreds of lines for one wrong password)."""
+    import dagster as dg
+
+    @dg.logger(
+        config_schema={
+            "log_level": dg.Field(str, is_required=False, default_value="INFO"),
+            "name": dg.Field(str, is_required=False, default_value="dagster"),
+        },
+        description="One line per event on stderr.",
+    )
+    def one_line_console(init_context: Any) -> logging.Logger:
+        config = init_context.logger_config
+        logger = logging.Logger(config["name"], level=logging.getLevelName(config["log_level"].upper()))
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_FirstLine("%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
+        logger.addHandler(handler)
+        return logger
+
+    return job.with_logger_defs({"console": one_line_console})
 
 
 def op_summary(result: Any, op_name: str) -> dict[str, Any]:
@@ -54,5 +89,14 @@ def op_summary(result: Any, op_name: str) -> dict[str, Any]:
                 metadata = failure.user_failure_data.metadata or {}
                 summary = dict(metadata["summary"].value) if "summary" in metadata else {}
                 return {**summary, "error": failure.user_failure_data.description}
-            return {"error": failure.error.message.strip().splitlines()[0]}
+            return {"error": _cause(failure.error)}
     return {}
+
+
+def _cause(error: Any) -> str:
+    """The first line of the innermost cause of a step's error (the driver's message, not
+    Dagster's wrapper)."""
+    while getattr(error, "cause", None) is not None:
+        error = error.cause
+    lines = [line for line in (error.message or "").strip().splitlines() if line.strip()]
+    return lines[0] if lines else error.cls_name or "error"

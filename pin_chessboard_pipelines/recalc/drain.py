@@ -34,6 +34,7 @@ from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.observability import metrics, tracing
 from pin_chessboard_pipelines.recalc.drain_timing import poll_wait
 from pin_chessboard_pipelines.recalc.queue import next_due_in
+from pin_chessboard_pipelines.retry import Backoff, Retrier, RetryStopped, transient_reason
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
 from pin_chessboard_pipelines.store.queries import queries
 
@@ -69,6 +70,7 @@ class ProjectOutcome:
     attempt_count: int | None = None
     error: str | None = None
     poisoned: bool = False  # this failure made the row reach the poison threshold
+    transient: bool = False  # the failure was the store's (restarting, connection lost): worth a retry
 
 
 @dataclass
@@ -83,9 +85,11 @@ class DrainResult:
     buildings_changed: int = 0
     poisoned: list[UUID] = field(default_factory=list)
     failed_ids: list[UUID] = field(default_factory=list)
+    transient_ids: set[UUID] = field(default_factory=set)  # failed for the store's sake (retried)
     durations: list[float] = field(default_factory=list)  # per recalculated project, seconds
     lags: list[float] = field(default_factory=list)  # first request -> commit, seconds
-    stopped: str = "empty"  # empty | budget | cancelled | lifetime
+    # empty | budget | cancelled | lifetime | failed (rows that failed in this drain are left)
+    stopped: str = "empty"
     duration_seconds: float = 0.0  # time spent draining (a long-lived drain's sleeps left out)
     passes: int = 0  # passes over the due rows (a long-lived drain makes one per wake-up)
 
@@ -191,9 +195,14 @@ def drain(
     logger: logging.Logger | logging.LoggerAdapter = log,
     run_log: Any = None,
     exclude: set[UUID] | frozenset[UUID] = frozenset(),
+    retry_seconds: float = 0.0,
 ) -> DrainResult:
     """Drains due rows until none is left (rows that failed in this drain, and those in `exclude`,
     wait for the next one), the time budget is spent, or `should_stop()` says so. Returns what happened.
+
+    `retry_seconds`: a store that fails transiently (restarting, connection lost) is waited for
+    with backoff this long, and the projects that failed meanwhile are tried again; `stopped` is
+    "empty" only when no due row is left, "failed" when rows that failed in this drain remain.
 
     `logger` gets the per-project lines; `run_log` (default: `logger`) the batch lines, failures
     and poison alerts, e.g. a Dagster run's log, which stores each line as an event.
@@ -203,10 +212,19 @@ def drain(
     started = time.monotonic()
     deadline = None if time_budget_seconds is None else started + time_budget_seconds
     result = DrainResult(passes=1)
-    failed_here: set[UUID] = set(exclude)
+    failed_here: set[UUID] = set()
+    excluded = set(exclude)
+    retrying = Retrier(retry_seconds, should_stop=should_stop)
+    backoff = Backoff(initial=0.5, budget=retry_seconds)
+    first_failure: float | None = None
+    retry_round = 0
     if handbook is None:
-        with engine.connect() as conn:
-            handbook = load_handbook(conn)
+
+        def read_handbook() -> Handbook:
+            with engine.connect() as conn:
+                return load_handbook(conn)
+
+        handbook = retrying("read the handbook", read_handbook)
 
     def stop_reason() -> str | None:
         if should_stop():
@@ -215,13 +233,36 @@ def drain(
             return "budget"
         return None
 
+    def due_batch() -> list[UUID]:
+        with engine.connect() as conn:
+            return select_due_batch(conn, batch_size, poison_attempts, failed_here | excluded)
+
     try:
         while (reason := stop_reason()) is None:
-            with engine.connect() as conn:
-                batch = select_due_batch(conn, batch_size, poison_attempts, failed_here)
-                if not batch:
+            batch = retrying("select due recalc rows", due_batch)
+            if not batch:
+                if not failed_here:
                     result.stopped = "empty"
                     break
+                if not (failed_here & result.transient_ids):
+                    result.stopped = "failed"  # honest: rows that failed in this drain are left
+                    break
+                # rows failed while the store was away: try them again within the retry budget
+                now = time.monotonic()
+                first_failure = now if first_failure is None else first_failure
+                retry_round += 1
+                wait = backoff.next_delay(retry_round, now - first_failure)
+                if wait is None:
+                    result.stopped = "failed"  # honest: due rows are left
+                    break
+                run_log.warning(
+                    "recalc_retry projects=%d round=%d wait_seconds=%.1f", len(failed_here), retry_round, wait
+                )
+                retrying.wait(wait)
+                failed_here -= result.transient_ids
+                result.transient_ids.clear()
+                continue
+            with engine.connect() as conn:
                 result.batches += 1
                 run_log.info(
                     "recalc_batch_started size=%d batch=%d correlation_id=%s",
@@ -248,6 +289,8 @@ def drain(
                 break
         if reason is not None:
             result.stopped = reason
+    except RetryStopped:
+        result.stopped = "cancelled"
     finally:
         result.duration_seconds = time.monotonic() - started
     return result
@@ -459,6 +502,7 @@ def _book_failure(
         attempt_count=attempt_count,
         error=message,
         poisoned=attempt_count is not None and attempt_count >= poison_attempts,
+        transient=transient_reason(error) is not None,
     )
     _observe(outcome, logger, alerts)
     return outcome
@@ -529,6 +573,8 @@ def _count(result: DrainResult, outcome: ProjectOutcome, failed_here: set[UUID])
         result.failed += 1
         result.failed_ids.append(outcome.project_id)
         failed_here.add(outcome.project_id)
+        if outcome.transient:
+            result.transient_ids.add(outcome.project_id)
         if outcome.poisoned:
             result.poisoned.append(outcome.project_id)
 

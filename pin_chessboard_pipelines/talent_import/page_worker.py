@@ -23,13 +23,12 @@ from pin_chessboard_pipelines.observability.metrics import (
     count_applied,
 )
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
-from pin_chessboard_pipelines.retry import Backoff, transient_reason
+from pin_chessboard_pipelines.retry import Backoff, Retrier, RetryStopped, transient_reason
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed
 from pin_chessboard_pipelines.talent_import.page_cache import PageCache
 from pin_chessboard_pipelines.talent_import.request import Scope
-from pin_chessboard_pipelines.talent_import.retrying import Retrier, RetryStopped
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
 

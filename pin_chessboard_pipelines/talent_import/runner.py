@@ -22,6 +22,7 @@ from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.recalc.enqueue import release_import_requests
 from pin_chessboard_pipelines.replica.apply import DryRunState, apply_snapshots
+from pin_chessboard_pipelines.retry import Retrier
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
 from pin_chessboard_pipelines.talent_import import runs, stage_runner
@@ -34,7 +35,6 @@ from pin_chessboard_pipelines.talent_import.model import (
 )
 from pin_chessboard_pipelines.talent_import.request import RunStatus, TalentInitialImportRequest
 from pin_chessboard_pipelines.talent_import.result import TalentInitialImportResult
-from pin_chessboard_pipelines.talent_import.retrying import Retrier
 from pin_chessboard_pipelines.talent_import.sources import ImportSource
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")

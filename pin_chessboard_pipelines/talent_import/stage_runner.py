@@ -18,14 +18,13 @@ from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGES
-from pin_chessboard_pipelines.retry import transient_reason
+from pin_chessboard_pipelines.retry import RetryStopped, transient_reason
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed, StageReport
 from pin_chessboard_pipelines.talent_import.page_worker import PageWorker, StageWork
 from pin_chessboard_pipelines.talent_import.request import Scope
 from pin_chessboard_pipelines.talent_import.result import StageCounters
-from pin_chessboard_pipelines.talent_import.retrying import RetryStopped
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
 

@@ -158,6 +158,8 @@ def drain_recalc_queue(
                 should_stop=interrupted,
                 correlation_id=context.run_id,
                 run_log=context.log,  # batches, failures, poison; per-project lines stay in the Python log
+                # a store that restarts is waited for (the page-retry budget), not reported as empty
+                retry_seconds=settings.import_page_retry_seconds,
             )
             relay_events(result)
     context.log.info(f"recalc drain: {json.dumps(result.summary())}")
@@ -169,6 +171,13 @@ def drain_recalc_queue(
         context.log_event(dg.AssetObservation(asset_key=AGGREGATES.key, metadata=_metadata(result)))
     if result.stopped == "cancelled":
         raise DagsterExecutionInterruptedError()
+    if config.until_empty and result.stopped == "failed":
+        # --until-empty is honest: due rows are left, so the run did not do what it was asked
+        raise dg.Failure(
+            description=f"{len(set(result.failed_ids))} due recalc row(s) left after failures "
+            f"(AttemptCount and LastError on each row)",
+            metadata={"summary": dg.MetadataValue.json(result.summary())},
+        )
     return dg.Output(None, metadata=_metadata(result))
 
 

@@ -179,10 +179,11 @@ WHERE due_at <= now() AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM 
 -- row), NULL when there is none: the long-lived drain sleeps until then, the sensor starts a run
 -- ahead of it. Poison rows and rows in :exclude (backing off after a failure) are left out.
 SELECT extract(epoch FROM min(due_at) - clock_timestamp())::float8 AS next_due_in
-FROM chessboard.project_recalc_requests
+FROM chessboard.project_recalc_requests AS r
 WHERE attempt_count < :poison_attempts
   AND due_at >= to_timestamp(:after)
   AND NOT (project_id = ANY (CAST(:exclude AS uuid[])))
+  AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'))
 
 -- name: poison_rows
 -- Rows the drain skips (AttemptCount >= poison threshold), CHESSBOARD_RECALC_POISON.
