@@ -138,6 +138,9 @@ class ImportSession:
         self.source.check_available()
         self.lock.acquire(self.options.lock_timeout_seconds, should_stop=self.should_stop)
         try:
+            after_lock = getattr(self.source, "after_lock", None)
+            if after_lock is not None:  # TopicReplay's group reset: only once the lock is held
+                after_lock()
             with self.engine.begin() as conn:
                 self.run, self.resumed = runs.start_or_resume_run(conn, self.request, self.dagster_run_id)
                 self.handbook = load_handbook(conn)
@@ -197,6 +200,8 @@ class ImportSession:
         # the run row must say how it ended: a database that restarts meanwhile is waited for
         row = Retrier(self.options.page_retry_seconds, fields=self.log_fields)("finish the run", finish_run)
         self.run = row
+        if status == RunStatus.COMPLETED:
+            self._hand_over()
         result = runs.result_of(row)
         totals = result.totals
         self.trace_span.set_attributes(
@@ -222,6 +227,20 @@ class ImportSession:
             **({"Error": repr(error)} if error else {}),
         )
         return result
+
+    def _hand_over(self) -> None:
+        """TopicReplay: the consumer group goes on where a complete, unscoped replay ended."""
+        on_completed = getattr(self.source, "on_completed", None)
+        if on_completed is None or self.run_row["dry_run"] or any(self.scope_keys):
+            return  # a scoped replay applied part of each partition: the group stays at 0
+        with self.engine.connect() as conn:
+            cursors = runs.page_cursors(conn, self.run_id)
+        try:
+            on_completed(cursors)
+        except Exception as error:  # the replay is complete; talent-sync re-reads (idempotent)
+            log_event(
+                log, logging.ERROR, "handover-failed", **self.log_fields(), Error=repr(error_line(error))
+            )
 
     def close(self) -> None:
         """Releases the lock (every case) and the source's connections."""

@@ -252,6 +252,14 @@ def record_page_failure(
     ).scalar()
 
 
+def page_cursors(conn: Connection, run_id: uuid.UUID) -> dict[str, list[str]]:
+    """Stage -> the cursors of the run's pages (TopicReplay: where each page's partition range is)."""
+    cursors: dict[str, list[str]] = {}
+    for stage, cursor in conn.execute(_q("page_cursors"), {"run_id": run_id}):
+        cursors.setdefault(stage, []).append(cursor)
+    return cursors
+
+
 def release_page(conn: Connection, page: ClaimedPage) -> None:
     conn.execute(_q("release_page"), {"page_id": page.id, "claim_token": page.claim_token})
 

@@ -54,6 +54,29 @@ def replay(db_url, engine, bootstrap, **request):
     )
 
 
+def test_a_refused_replay_touches_no_offset(db_url, engine, broker):
+    """The reset happens only once the import lock is held: a refused import moved nothing."""
+    from pin_chessboard_pipelines.talent_import.lock import ImportLock
+
+    publish_dataset(SPEC, broker)
+    admin = AdminClient({"bootstrap.servers": broker})
+    admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(CONSUMER_GROUP, [TopicPartition(PROPERTY_OBJECT.topic, 0, 3)])]
+    )[CONSUMER_GROUP].result(10)
+    with ImportLock(db_url) as other:
+        other.acquire(0)
+        source = TopicReplaySource(broker, engine=engine)
+        with pytest.raises(Refused):
+            run_import(
+                db_url,
+                build_request(mode="TopicReplay", page_size=7),
+                source,
+                options=ImportOptions(lock_timeout_seconds=0.2),
+                apply=source.apply,
+            )
+    assert committed_offsets(broker)[(PROPERTY_OBJECT.topic, 0)] == 3
+
+
 def rows(engine, table: str) -> int:
     return count(engine, f"SELECT count(*) FROM chessboard.{table}")
 
@@ -79,7 +102,12 @@ def test_replay_resets_the_group_applies_parents_first_and_a_second_replay_is_a_
     first = replay(db_url, engine, broker, workers=1)
 
     assert first.status == "Completed"
-    assert committed_offsets(broker)[(PROPERTY_OBJECT.topic, 0)] == 0  # the group was reset
+    # the handover: the group was reset, and it now stands where the replay ended on every partition
+    # it walked, so talent-sync neither re-applies nor re-quarantines what the replay did
+    committed = committed_offsets(broker)
+    for stage in ENTITIES:  # offsets start at 0 and nothing is compacted: the sum is the count
+        published = dataset.count(SPEC, stage.collection) + (1 if stage is PROPERTY_OBJECT else 0)
+        assert sum(max(0, o) for (t, _), o in committed.items() if t == stage.topic) == published
     for stage in ENTITIES:
         planned = dataset.count(SPEC, stage.collection) + (1 if stage is PROPERTY_OBJECT else 0)
         assert first.stages[stage.stage].planned == planned

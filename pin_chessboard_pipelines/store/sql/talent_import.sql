@@ -180,3 +180,10 @@ SELECT * FROM chessboard.talent_import_runs
 WHERE status <> 'Running'
 ORDER BY finished_at DESC NULLS LAST
 LIMIT 1
+
+-- name: page_cursors
+-- The cursors of a run's pages, per stage (TopicReplay's handover reads where each partition ended).
+SELECT stage, cursor
+FROM chessboard.talent_import_pages
+WHERE run_id = :run_id AND cursor IS NOT NULL
+ORDER BY stage, page_no

@@ -37,7 +37,7 @@ from confluent_kafka.admin import AdminClient
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines import entities
-from pin_chessboard_pipelines.entities import BY_NAME, DEVELOPER, PROJECT, TOPICS, Entity
+from pin_chessboard_pipelines.entities import BY_NAME, BY_STAGE, DEVELOPER, PROJECT, TOPICS, Entity
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
@@ -108,6 +108,7 @@ class TopicReplaySource:
         self._lock = threading.Lock()
         self._scope_ids: dict[tuple[str, str], frozenset[str]] = {}
         self._partitions: dict[str, list[int]] = {}
+        self._metadata: Any = None
 
     def __repr__(self) -> str:
         return f"TopicReplaySource({self.bootstrap_servers!r})"
@@ -115,7 +116,8 @@ class TopicReplaySource:
     # -- availability and the group reset (docs/talent-initial-import.md#modes-apipull-and-topicreplay)
 
     def check_available(self) -> None:
-        """The six topics exist and the group's offsets can be reset; then resets them to 0."""
+        """The six topics exist and the group's offsets can be reset (the reset itself waits for
+        the import lock: `after_lock`)."""
         try:
             metadata = self._consumer().list_topics(timeout=self.timeout)
         except KafkaException as error:
@@ -139,24 +141,51 @@ class TopicReplaySource:
                 f"consumer group {self.group_id} is in use (talent-sync is running): "
                 "its offsets cannot be reset; stop the streaming sync first"
             )
+        self._metadata = metadata
+
+    def after_lock(self) -> None:
+        """The group reset to offset 0, once the import lock is held: a refused import touches no
+        offset (docs/talent-initial-import.md#modes-apipull-and-topicreplay)."""
         if not self.reset_offsets:
             return
+        metadata = self._metadata or self._consumer().list_topics(timeout=self.timeout)
         offsets = [
             TopicPartition(topic, partition, 0)
             for topic in TOPICS
             for partition in sorted(metadata.topics[topic].partitions)
         ]
+        self._commit(offsets, "reset to offset 0")
+
+    def on_completed(self, cursors: dict[str, list[str]]) -> None:
+        """The handover to talent-sync: for every partition the replay walked, the group commits the
+        offset up to which the replay applied (the end of its last page), so the streaming sync goes
+        on from there and neither re-applies nor re-quarantines what the replay did.
+        `cursors`: stage name -> the cursors of the run's pages."""
+        if not self.reset_offsets:
+            return
+        ends: dict[tuple[str, int], int] = {}
+        for stage, stage_cursors in cursors.items():
+            topic = BY_STAGE[stage].topic
+            for cursor in stage_cursors:
+                partition, _, end = parse_cursor(cursor)
+                ends[(topic, partition)] = max(end, ends.get((topic, partition), 0))
+        if ends:
+            offsets = [TopicPartition(t, p, end) for (t, p), end in sorted(ends.items())]
+            self._commit(offsets, "committed where the replay ended")
+
+    def _commit(self, offsets: list[TopicPartition], what: str) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
         try:
             future = admin.alter_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(self.group_id, offsets)], request_timeout=self.timeout
             )[self.group_id]
             answered = future.result(self.timeout)
         except KafkaException as error:
-            raise self._unavailable(f"offsets of {self.group_id} cannot be reset: {_text(error)}") from None
+            raise self._unavailable(f"offsets of {self.group_id} cannot be set: {_text(error)}") from None
         failed = [tp for tp in answered.topic_partitions if tp.error is not None]
         if failed:
-            raise self._unavailable(f"offsets of {self.group_id} cannot be reset: {failed[0].error.str()}")
-        log.info("consumer group %s reset to offset 0 on %d partitions", self.group_id, len(offsets))
+            raise self._unavailable(f"offsets of {self.group_id} cannot be set: {failed[0].error.str()}")
+        log.info("consumer group %s %s on %d partitions", self.group_id, what, len(offsets))
 
     def _sync_running(self) -> bool:
         """talent-sync reads with assigned partitions (no group membership): its lock tells."""
