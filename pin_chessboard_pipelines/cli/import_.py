@@ -16,6 +16,7 @@ import logging
 import sys
 import uuid
 
+from pin_chessboard_pipelines.cli.arguments import uuid_argument
 from pin_chessboard_pipelines.cli.jobs import CONSOLE_LOGGER, with_one_line_console
 from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK, error_line
 from pin_chessboard_pipelines.observability.logs import log_event
@@ -42,6 +43,24 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dry-run", action="store_true", help="validate and count only, write nothing")
     parser.add_argument("--workers", type=int, default=2, help="parallel page workers (default 2)")
     parser.set_defaults(func=import_command)
+    commands = parser.add_subparsers(dest="import_command", required=False, metavar="replay-failed")
+    replay = commands.add_parser(
+        "replay-failed",
+        help="read quarantined items again from Talent and apply them (the talent_replay_failed job)",
+    )
+    replay.add_argument("--run-id", type=uuid_argument, help="the import run (default: every run's items)")
+    replay.set_defaults(func=replay_failed_command)
+
+
+def replay_failed_command(args: argparse.Namespace) -> int:
+    """The replay job through the Dagster instance in DAGSTER_HOME; the last line of stdout is its
+    result (a TalentInitialImportResult-like JSON); exit 0 done, 1 failed, 2 refused."""
+    from pin_chessboard_pipelines.cli.jobs import run_job
+    from pin_chessboard_pipelines.defs.talent_import.replay import REPLAY_JOB, REPLAY_OP
+
+    settings = load_settings()
+    require_talent_sync_enabled(settings)
+    return run_job(REPLAY_JOB, REPLAY_OP, {"run_id": str(args.run_id) if args.run_id else None}, settings)
 
 
 def request_of(

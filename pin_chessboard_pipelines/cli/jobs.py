@@ -8,9 +8,19 @@ import logging
 import sys
 from typing import Any
 
-from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK
+from pin_chessboard_pipelines.errors import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    IMPORT_DISABLED,
+    IMPORT_LOCK_HELD,
+    IMPORT_SOURCE_UNAVAILABLE,
+)
 from pin_chessboard_pipelines.runtime.services import prepare_dagster_home
 from pin_chessboard_pipelines.settings import Settings, load_settings
+
+# A job's failure that is a refusal (README.md#commands: exit 2)
+REFUSALS = (IMPORT_LOCK_HELD, IMPORT_DISABLED, IMPORT_SOURCE_UNAVAILABLE)
 
 # Operators read the project's own log lines; Dagster's step-by-step DEBUG events stay in the UI.
 CONSOLE_LOGGER = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
@@ -40,9 +50,14 @@ def run_job(
         summary = op_summary(result, op_name)
     status = "Completed" if result.success else "Failed"
     print(json.dumps({"runId": result.run_id, "status": status, **summary}, ensure_ascii=False, default=str))
-    if not result.success:  # the last line of stderr: the cause, once
-        print(f"{job_name} failed: {summary.get('error') or 'see the run ' + result.run_id}", file=sys.stderr)
-    return EXIT_OK if result.success else EXIT_FAILED
+    if result.success:
+        return EXIT_OK
+    error = str(summary.get("error") or f"see the run {result.run_id}")
+    if error.startswith(REFUSALS):  # refused (lock held, flag off, source unavailable): exit 2
+        print(error, file=sys.stderr)
+        return EXIT_REFUSED
+    print(f"{job_name} failed: {error}", file=sys.stderr)  # the last line of stderr: the cause, once
+    return EXIT_FAILED
 
 
 class _FirstLine(logging.Formatter):

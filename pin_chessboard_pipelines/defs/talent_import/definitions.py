@@ -14,6 +14,7 @@ from pin_chessboard_pipelines.defs.talent_import.jobs import (
     talent_developers_discovery,
     talent_initial_import,
 )
+from pin_chessboard_pipelines.defs.talent_import.replay import talent_replay_failed
 from pin_chessboard_pipelines.defs.talent_import.sensors import (
     talent_developers_sensor,
     talent_import_stuck_sensor,
@@ -24,7 +25,7 @@ def definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=STAGE_ASSETS,
         asset_checks=[import_not_stuck],
-        jobs=[talent_initial_import, talent_developers_discovery],
+        jobs=[talent_initial_import, talent_developers_discovery, talent_replay_failed],
         sensors=[talent_developers_sensor, talent_import_stuck_sensor],
         resources={"talent_import": TalentImportConfig()},
     )

@@ -1,0 +1,198 @@
+"""Replaying quarantined items once the source is fixed (docs/talent-initial-import.md#runbook).
+
+`import replay-failed [--run-id ID]` re-reads the items of `talent_import_failed_items` by id from
+Talent (property objects through `property-objects/by-ids`, the other entities through their
+listing filtered by the developer or project the quarantined payload names), applies them through
+the same path as the import (apply_snapshots), stage by stage in parent -> child order, and
+removes the quarantine rows of the items it re-read: an item that applied leaves the quarantine,
+an item that fails again is quarantined again (a fresh row with the new error). Items Talent no
+longer has stay quarantined. One transaction per stage, under the import lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from pin_chessboard_pipelines import entities
+from pin_chessboard_pipelines.entities import ENTITIES, Entity
+from pin_chessboard_pipelines.observability.logs import log_event
+from pin_chessboard_pipelines.replica.apply import STREAMING_RUN_ID, ApplyContext, apply_snapshots
+from pin_chessboard_pipelines.store.handbook_replica import load_handbook
+from pin_chessboard_pipelines.talent.client import MAX_PAGE_LIMIT, TalentApiClient
+from pin_chessboard_pipelines.talent_import.lock import ImportLock
+from pin_chessboard_pipelines.talent_import.result import StageCounters
+
+log = logging.getLogger("pin_chessboard_pipelines.talent_import")
+
+Item = dict[str, Any]
+
+
+@dataclass
+class ReplayResult:
+    run_id: str | None  # the import run whose quarantine was replayed; None = every run's
+    correlation_id: str
+    status: str = "Completed"
+    duration_seconds: float = 0.0
+    stages: dict[str, StageCounters] = field(
+        default_factory=lambda: {e.stage: StageCounters() for e in ENTITIES}
+    )
+    removed: int = 0  # quarantine rows removed (their items were read again)
+    missing: int = 0  # quarantined items Talent no longer has (their rows stay)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runId": self.run_id,
+            "correlationId": self.correlation_id,
+            "mode": "ApiPull",
+            "status": self.status,
+            "dryRun": False,
+            "durationSeconds": round(self.duration_seconds, 3),
+            "stages": {stage: counters.to_dict() for stage, counters in self.stages.items()},
+            "removedFromQuarantine": self.removed,
+            "missingInTalent": self.missing,
+        }
+
+
+@dataclass(frozen=True)
+class _Quarantined:
+    row_id: int
+    run_id: UUID
+    external_id: str
+    payload: Any
+
+
+def replay_failed(
+    engine: Engine,
+    client: TalentApiClient,
+    *,
+    run_id: UUID | None,
+    correlation_id: str,
+    debounce_seconds: float,
+    cap_seconds: float,
+    lock_timeout_seconds: float,
+    url: str,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> ReplayResult:
+    """Re-reads, re-applies and un-quarantines; raises Refused when the import lock stays held."""
+    started = time.monotonic()
+    result = ReplayResult(str(run_id) if run_id else None, correlation_id)
+    with ImportLock(url) as lock:
+        lock.acquire(lock_timeout_seconds, should_stop=should_stop)
+        with engine.connect() as conn:
+            handbook = load_handbook(conn)
+        for entity in ENTITIES:
+            if should_stop():
+                result.status = "Cancelled"
+                break
+            quarantined = _quarantined(engine, entity, run_id)
+            if not quarantined:
+                continue
+            items = _read_again(client, entity, quarantined)
+            found = {str(item.get("id")).lower() for item in items}
+            reread = [q for q in quarantined if q.external_id.lower() in found]
+            result.missing += len(quarantined) - len(reread)
+            ctx = ApplyContext(
+                correlation_id=correlation_id,
+                handbook=handbook,
+                debounce_seconds=debounce_seconds,
+                cap_seconds=cap_seconds,
+                run_id=run_id or _single_run(reread),
+                stage=entity.stage,
+            )
+            with engine.begin() as conn:
+                applied = apply_snapshots(conn, entity.name, items, ctx)
+                conn.execute(
+                    sa.text("DELETE FROM chessboard.talent_import_failed_items WHERE id = ANY(:ids)"),
+                    {"ids": [q.row_id for q in reread]},
+                )
+            result.removed += len(reread)
+            result.stages[entity.stage] = StageCounters(
+                planned=applied.planned,
+                applied=applied.applied,
+                skipped=applied.skipped,
+                failed=applied.failed,
+            )
+            log_event(
+                log,
+                logging.INFO,
+                "quarantine-replayed",
+                Stage=entity.stage,
+                CorrelationId=correlation_id,
+                Quarantined=len(quarantined),
+                ReadAgain=len(reread),
+                Applied=applied.applied,
+                Skipped=applied.skipped,
+                FailedAgain=applied.failed,
+            )
+    result.duration_seconds = time.monotonic() - started
+    return result
+
+
+def _single_run(rows: list[_Quarantined]) -> UUID | None:
+    runs = {q.run_id for q in rows}
+    if len(runs) == 1:
+        (only,) = runs
+        return None if only == STREAMING_RUN_ID else only
+    return None
+
+
+def _quarantined(engine: Engine, entity: Entity, run_id: UUID | None) -> list[_Quarantined]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT id, run_id, external_id, payload FROM chessboard.talent_import_failed_items "
+                "WHERE stage = :stage AND external_id IS NOT NULL "
+                "AND (CAST(:run_id AS uuid) IS NULL OR run_id = CAST(:run_id AS uuid)) ORDER BY id"
+            ),
+            {"stage": entity.stage, "run_id": None if run_id is None else str(run_id)},
+        ).all()
+    return [_Quarantined(r.id, r.run_id, r.external_id, r.payload) for r in rows]
+
+
+def _read_again(client: TalentApiClient, entity: Entity, quarantined: list[_Quarantined]) -> list[Item]:
+    """The current snapshots of the quarantined ids: by id for property objects, else from the
+    listing filtered by the developer / project the payload names (the whole listing without one)."""
+    wanted = {q.external_id.lower() for q in quarantined}
+    if entity is entities.PROPERTY_OBJECT:
+        return [i for i in client.by_ids(sorted(wanted)) if str(i.get("id")).lower() in wanted]
+    scopes: set[tuple[str | None, str | None]] = set()
+    for q in quarantined:
+        scopes.add(_scope_of(entity, q))
+    items: dict[str, Item] = {}
+    for developer_id, project_id in sorted(scopes, key=str):
+        for item in _listing(client, entity, developer_id, project_id):
+            key = str(item.get("id")).lower()
+            if key in wanted:
+                items[key] = item
+    return list(items.values())
+
+
+def _scope_of(entity: Entity, q: _Quarantined) -> tuple[str | None, str | None]:
+    payload = q.payload if isinstance(q.payload, dict) else {}
+    if entity is entities.DEVELOPER:
+        return q.external_id, None
+    if entity is entities.PROJECT:
+        developer = payload.get("developerId")
+        return (str(developer), None) if isinstance(developer, str) else (None, None)
+    project = payload.get("projectId")
+    return (None, str(project)) if isinstance(project, str) else (None, None)
+
+
+def _listing(
+    client: TalentApiClient, entity: Entity, developer_id: str | None, project_id: str | None
+) -> Iterable[Item]:
+    cursor: str | None = None
+    while True:
+        page = client.list_page(entity.collection, cursor, MAX_PAGE_LIMIT, developer_id, project_id)
+        yield from page.items
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
