@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,9 +29,10 @@ _counter = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def fault_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Postgres]:
+def fault_pg() -> Iterator[Postgres]:
     """A PostgreSQL server for this module alone (the tests restart and crash it)."""
-    pg = Postgres(tmp_path_factory.mktemp("fault-pg")).start()
+    # outside pytest's 0700 temp tree: the server runs as another system user when tests run as root
+    pg = Postgres(Path(tempfile.mkdtemp(prefix="chessboard-fault-pg-"))).start()
     admin_execute(pg.url(), f'CREATE DATABASE "{TEMPLATE}"')
     upgrade(pg.url(TEMPLATE))
     get_engine(pg.url(TEMPLATE)).dispose()

@@ -285,6 +285,7 @@ def check_all(
             "every outbox row on Kafka, versions non-decreasing per key", outbox_on_kafka(url, bootstrap)
         )
     report.facts = facts(url)
+    print(report)  # what the invariants showed, for the fault report (pytest -rP)
     return report
 
 

@@ -75,7 +75,7 @@ class Postgres:
             "fsync": "off",  # a process crash keeps the OS page cache; no machine crash is simulated
             "synchronous_commit": "on",
             "full_page_writes": "off",
-            "log_line_prefix": "'%m [%p] %e '",
+            "log_line_prefix": "'%m [%p] db=%d %e '",
             "log_min_messages": "warning",
             "log_min_error_statement": "error",
             "log_lock_waits": "on",
@@ -189,10 +189,11 @@ def _children_of_data_dir(data: Path) -> list[int]:
     return pids
 
 
-def aborted_transactions(log: str) -> list[str]:
+def aborted_transactions(log: str, database: str | None = None) -> list[str]:
     """ERROR / FATAL lines of a PostgreSQL log that mean a transaction of the project was aborted
     (deadlock, serialization failure, lock timeout, unique violation, ...); the shutdown and
-    connection-loss lines a restart produces are left out."""
+    connection-loss lines a restart produces are left out. `database`: only that database's lines
+    (Dagster's storage lives on the same server)."""
     ignored = (
         "57P01",  # terminating connection due to administrator command (restart)
         "57P02",  # crash shutdown
@@ -203,6 +204,8 @@ def aborted_transactions(log: str) -> list[str]:
     )
     lines = []
     for line in log.splitlines():
+        if database is not None and f" db={database} " not in line:
+            continue
         if (" ERROR:" in line or " FATAL:" in line) and not any(code in line for code in ignored):
             if "could not receive data from client" in line or "unexpected EOF" in line:
                 continue

@@ -76,7 +76,7 @@ def test_two_drains(cli, talent_sim, broker, fault_pg):
     assert (a.returncode, b.returncode) == (0, 0), (a.describe(), b.describe())
     recalculated = a.result["recalculated"] + b.result["recalculated"]
     assert recalculated == 300, (a.result, b.result)  # each project exactly once
-    assert aborted_transactions(fault_pg.log_since(log_from)) == []
+    assert aborted_transactions(fault_pg.log_since(log_from), _database(url)) == []
     assert cli.run("outbox", "relay", "--until-empty", "--time-budget", "60").returncode == 0
     report = invariants.check_all(url, spec, bootstrap=broker.bootstrap)
     assert report.ok, str(report)
@@ -119,10 +119,14 @@ def test_an_import_and_two_drains_on_the_same_projects_for_a_minute(cli, talent_
         assert finished.returncode == 0, finished.describe()
     final = cli.run("recalc", "drain", "--until-empty", **env)
     assert final.returncode == 0, final.describe()
-    aborted = aborted_transactions(fault_pg.log_since(log_from))
+    aborted = aborted_transactions(fault_pg.log_since(log_from), _database(url))
     assert aborted == [], "\n".join(aborted[:20])
     assert invariants.audit_clean(url) == []
     assert imports >= 2
+
+
+def _database(url: str) -> str:
+    return url.rsplit("/", 1)[1]
 
 
 def _count(url: str, sql: str) -> int:
