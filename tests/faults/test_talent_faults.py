@@ -41,6 +41,8 @@ def test_listings_that_never_answer_fail_the_run_in_bounded_time_and_it_resumes(
     assert done.result["status"] == "Failed", done.describe()
     assert done.seconds < 60, done.describe()
     assert "timed out" in done.stderr or "timeout" in done.stderr, done.describe()
+    # the cause, not "the import stopped before its last stage"
+    assert "timed out" in done.last_error_line or "timeout" in done.last_error_line, done.describe()
     resumed = cli.run(*args, TALENT_API_URL=sim.url, timeout=300)
     assert resumed.returncode == 0, resumed.describe()
     assert resumed.result["runId"] == done.result["runId"]
