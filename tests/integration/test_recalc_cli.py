@@ -110,8 +110,10 @@ def test_drain_runs_the_job_through_the_instance(cli_env, engine, capsys):
     assert main(["recalc", "request", "--project-id", str(later.id), "--now"]) == 0
     assert main(["recalc", "drain"]) == 0
     assert main(["recalc", "audit"]) == 0
-    assert capsys.readouterr().out.strip().endswith(
-        "0 divergence(s) in all live projects; 0 pending in 0 queued project(s)"
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .endswith("0 divergence(s) in all live projects; 0 pending in 0 queued project(s)")
     )
 
 
