@@ -50,7 +50,7 @@ def test_a_second_import_gives_up_on_the_lock_with_one_line(cli, talent_sim):
 
 
 def test_two_relays(cli, talent_sim, broker):
-    spec = DatasetSpec(developers=2, projects_per_developer=5, objects_per_project=200)
+    spec = DatasetSpec(developers=2, projects_per_developer=3, objects_per_project=100)
     sim = talent_sim(spec)
     broker.kill()
     assert cli.run("import", "--page-size", "500", TALENT_API_URL=sim.url, timeout=300).returncode == 0

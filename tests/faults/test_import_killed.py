@@ -10,7 +10,7 @@ from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from tests.faults import invariants
 from tests.support.polling import wait_until
 
-SPEC = DatasetSpec(developers=2, projects_per_developer=3, objects_per_project=40, latency_ms=20)
+SPEC = DatasetSpec(developers=2, projects_per_developer=3, objects_per_project=25, latency_ms=15)
 IMPORT = ("import", "--page-size", "10", "--workers", "2")
 
 
@@ -43,9 +43,9 @@ def test_sigkill_mid_stage_then_the_same_command_resumes(cli, talent_sim, broker
     result = resumed.result
     assert (result["runId"], result["status"]) == (before[0][0], "Completed")
     po = result["stages"]["PropertyObjects"]
-    assert po["planned"] == 240 and po["applied"] == 240 and po["failed"] == 0, po
+    assert po["planned"] == 150 and po["applied"] == 150 and po["failed"] == 0, po
     # the pages Done before the kill were neither read nor applied again
-    assert _done_pages(cli.database_url, "PropertyObjects") == 24 > done_before
+    assert _done_pages(cli.database_url, "PropertyObjects") == 15 > done_before
 
     assert cli.run("recalc", "drain", "--until-empty").returncode == 0
     relay = cli.run("outbox", "relay", "--until-empty", "--time-budget", "60")

@@ -14,7 +14,7 @@ from tests.faults import invariants
 from tests.faults.cli import Done
 from tests.support.polling import wait_until
 
-SPEC = DatasetSpec(developers=2, projects_per_developer=3, objects_per_project=40, latency_ms=20)
+SPEC = DatasetSpec(developers=2, projects_per_developer=3, objects_per_project=25, latency_ms=15)
 IMPORT = ("import", "--page-size", "10", "--workers", "2")
 RETRY_ENV = {"CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS": "60"}
 
@@ -56,7 +56,7 @@ def test_postgres_restarted_mid_import(cli, talent_sim, fault_pg, broker):
     else:
         result = first.result
     assert result["status"] == "Completed"
-    assert result["stages"]["PropertyObjects"]["planned"] == 240
+    assert result["stages"]["PropertyObjects"]["planned"] == 150
 
     drained = cli.run("recalc", "drain", "--until-empty")
     assert drained.returncode == 0, drained.describe()
