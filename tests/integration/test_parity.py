@@ -19,7 +19,14 @@ from pin_chessboard_pipelines.talent_import.request import build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource, TopicReplaySource
 from pin_chessboard_pipelines.talent_sync import TalentSync
-from tests.support.talent_kafka import event_set, extra_database, own_broker, replica_state, side_effects
+from tests.support.talent_kafka import (
+    event_set,
+    extra_database,
+    own_broker,
+    replica_state,
+    reset_group,
+    side_effects,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 
@@ -64,6 +71,7 @@ def test_api_pull_topic_replay_and_streaming_sync_give_the_same_replica_and_even
             options=OPTIONS,
             apply=source.apply,
         )
+        reset_group(broker)  # the replay handed its offsets over; a fresh replica streams from 0
         streaming = TalentSync(
             get_engine(sync_url), broker, batch_size=25, poll_timeout=0.1, relay_events=False
         ).run(until_idle=True, max_seconds=60)

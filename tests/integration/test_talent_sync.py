@@ -17,10 +17,9 @@ from pin_chessboard_pipelines.store.tables import REPLICA_TABLES
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
-from pin_chessboard_pipelines.talent_import.sources import TopicReplaySource
 from pin_chessboard_pipelines.talent_sync import SYNC_LOCK_HELD, SyncFailed, TalentSync
 from tests.support.polling import wait_until
-from tests.support.talent_kafka import committed_offsets, count, own_broker, produce
+from tests.support.talent_kafka import committed_offsets, count, own_broker, produce, reset_group
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 
@@ -48,13 +47,6 @@ def broker():
 def sync(engine, bootstrap, **options):
     options.setdefault("batch_size", 40)  # several poll batches, topics interleaved
     return TalentSync(engine, bootstrap, poll_timeout=0.1, **options).run(until_idle=True, max_seconds=60)
-
-
-def reset(source: TopicReplaySource) -> None:
-    try:
-        source.check_available()
-    finally:
-        source.close()
 
 
 def rows(engine, table: str) -> int:
@@ -125,7 +117,7 @@ def test_sync_applies_parents_first_commits_offsets_and_deletes_on_tombstones(en
     assert payload["deletedAt"] is not None and payload["version"] == version + 1
     assert recalc == [row.project_id]  # the project's aggregates are requested again
 
-    reset(TopicReplaySource(broker))  # the group back to offset 0
+    reset_group(broker)  # the group back to offset 0
     replayed = sync(engine, broker)
     assert replayed.messages == first.messages + 2
     assert replayed.applied == 0 and replayed.failed == len(POISONED)  # version guard; poison stays poison
@@ -168,11 +160,11 @@ def test_one_consumer_at_a_time_and_missing_topics_are_refused(engine, broker):
             sync(engine, broker)
         assert second.value.code == SYNC_LOCK_HELD
         with pytest.raises(Refused) as replay:  # the group's offsets belong to the running consumer
-            reset(TopicReplaySource(broker, engine=engine))
+            reset_group(broker, engine)
         assert replay.value.code == IMPORT_SOURCE_UNAVAILABLE and "talent-sync is running" in str(
             replay.value
         )
     finally:
         stop.set()
         worker.join(timeout=30)
-    reset(TopicReplaySource(broker, engine=engine))  # free again
+    reset_group(broker)  # free again

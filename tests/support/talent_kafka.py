@@ -22,6 +22,7 @@ from pin_chessboard_pipelines.runtime.embedded import admin_execute, free_port, 
 from pin_chessboard_pipelines.store.engine import get_engine, with_database
 from pin_chessboard_pipelines.store.tables import REPLICA_TABLES
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP
+from pin_chessboard_pipelines.talent_import.sources import TopicReplaySource
 from tests.support.postgres import template_name
 
 # Columns that say when something happened, not what: never equal across two stores.
@@ -125,3 +126,14 @@ def side_effects(engine) -> dict[str, Any]:
 def count(engine, sql: str, **params) -> Any:
     with engine.connect() as conn:
         return conn.execute(sa.text(sql), params).scalar_one()
+
+
+def reset_group(bootstrap: str, engine: sa.Engine | None = None) -> None:
+    """The talent-sync group back to offset 0, as a TopicReplay does once it holds the import lock
+    (a fresh replica fed by the streaming sync starts there too)."""
+    source = TopicReplaySource(bootstrap, engine=engine)  # with an engine: refused while talent-sync runs
+    try:
+        source.check_available()
+        source.after_lock()
+    finally:
+        source.close()
