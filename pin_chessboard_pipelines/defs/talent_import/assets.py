@@ -36,9 +36,8 @@ from pin_chessboard_pipelines.defs.talent_import.session import (
     end_session,
     open_session,
 )
-from pin_chessboard_pipelines.entities import DEVELOPER, ENTITIES, Entity
+from pin_chessboard_pipelines.entities import DEVELOPER, ENTITIES, Entity, pin_id
 from pin_chessboard_pipelines.errors import ChessboardError, error_line
-from pin_chessboard_pipelines.replica.ids import pin_id
 from pin_chessboard_pipelines.talent_import import runs, sessions
 from pin_chessboard_pipelines.talent_import.progress import StageProgress
 from pin_chessboard_pipelines.talent_import.request import RunStatus
