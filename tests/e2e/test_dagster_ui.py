@@ -253,18 +253,16 @@ def test_two_imports_launched_together_queue_and_the_cli_refuses(ui: Ui, page):
             ui.gql.launch_job("__ASSET_JOB", run_config=CONFIG, tags=tags, asset_keys=STAGE_ASSETS)
             for _ in range(2)
         )
-        seen = _poll(
-            lambda: (
-                (ui.gql.run(first)["status"], ui.gql.run(second)["status"])
-                if ui.gql.run(first)["status"] == "STARTED"
-                else None
-            ),
-            timeout=60,
-            what="the first import running",
-        )
-        assert seen[1] == "QUEUED"  # the pool holds the second one in the queue
+
+        def one_running() -> tuple[str, str] | None:
+            statuses = (ui.gql.run(first)["status"], ui.gql.run(second)["status"])
+            return statuses if "STARTED" in statuses else None
+
+        seen = _poll(one_running, timeout=180, what="one of the imports running")
+        assert sorted(seen) == ["QUEUED", "STARTED"]  # the pool holds the other one in the queue
+        running, waiting = (first, second) if seen[0] == "STARTED" else (second, first)
         _open(page, ui, "/deployment/concurrency/talent_import")
-        page.get_by_text(second[:8]).first.wait_for()  # the pool's page lists it as queued
+        page.get_by_text(waiting[:8]).first.wait_for()  # the pool's page lists it as queued
         page.screenshot(path=str(DOCS / "ui-import-pool.png"))
         # the CLI keeps the refusal: it waits at most the lock timeout, then exits 2
         started = time.monotonic()
@@ -274,8 +272,8 @@ def test_two_imports_launched_together_queue_and_the_cli_refuses(ui: Ui, page):
         assert time.monotonic() - started < 60
     finally:
         ui.simulator.set_spec(SPEC)
-    one = ui.gql.wait_for_run(first, timeout=180)
-    two = ui.gql.wait_for_run(second, timeout=180)
+    one = ui.gql.wait_for_run(running, timeout=180)
+    two = ui.gql.wait_for_run(waiting, timeout=180)
     assert (one["status"], two["status"]) == ("SUCCESS", "SUCCESS"), ui.stack.log_tail()
     assert two["startTime"] >= one["endTime"]  # never at the same time
     # every import run, whatever launched it, under one tag
