@@ -12,13 +12,15 @@ the current page.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
+import time
 import uuid
 
 from pin_chessboard_pipelines.cli.arguments import uuid_argument
 from pin_chessboard_pipelines.cli.jobs import CONSOLE_LOGGER, with_one_line_console
-from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK, error_line
+from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK, IMPORT_LOCK_HELD, Refused, error_line
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.retry import Retrier
 from pin_chessboard_pipelines.settings import Settings, load_settings
@@ -111,15 +113,30 @@ def run_import_command(
     import dagster as dg
 
     from pin_chessboard_pipelines.defs.talent_import.config import PARTITIONS, TalentImportConfig
-    from pin_chessboard_pipelines.defs.talent_import.partitions import add_developer_partitions
+    from pin_chessboard_pipelines.defs.talent_import.partitions import add_developer_partitions, partition_key
+    from pin_chessboard_pipelines.defs.talent_import.pool import ensure_import_pool, wait_for_import_pool
     from pin_chessboard_pipelines.defs.talent_import.session import end_session, open_session
     from pin_chessboard_pipelines.runtime.services import database_url, prepare_dagster_home
     from pin_chessboard_pipelines.talent_import import sessions
     from pin_chessboard_pipelines.talent_import.progress import ProgressBar
 
     prepare_dagster_home(settings)
+    instance = dg.DagsterInstance.get()
+    # Outside the run queue: wait for an import run that holds the pool, then for the advisory
+    # lock, within one CHESSBOARD_IMPORT_LOCK_TIMEOUT_SECONDS (docs/talent-initial-import.md#advisory-lock).
+    started = time.monotonic()
+    ensure_import_pool(instance)
+    holding = wait_for_import_pool(instance, settings.import_lock_timeout_seconds)
+    if holding:
+        raise Refused(
+            f"another import is running: Dagster run {holding[0].run_id} ({holding[0].status.value})"
+            f" still holds the import pool after {settings.import_lock_timeout_seconds:g}s",
+            IMPORT_LOCK_HELD,
+        )
+    remaining = max(0.0, settings.import_lock_timeout_seconds - (time.monotonic() - started))
+    settings = dataclasses.replace(settings, import_lock_timeout_seconds=remaining)
     config = TalentImportConfig(
-        mode=request.mode.value,
+        mode=request.mode.value,  # type: ignore[arg-type]
         page_size=request.page_size,
         project_id_filter=request.project_id,
         dry_run=request.dry_run,
@@ -134,15 +151,17 @@ def run_import_command(
         developer_ids=list(request.developer_ids),  # none: every developer, listed without a filter
         dagster_run_id=run_id,
     )
-    instance = None
     cause: str | None = None  # why the import stopped, when it stopped before its last stage
     try:
         # The partitions of the run: the filtered developer, the project's developer, or all of them.
-        developers = list(request.developer_ids) or session.source.developer_ids(request.project_id)
-        instance = dg.DagsterInstance.get()
+        developers = session.source.developers(request.project_id)
+        if request.developer_ids:
+            wanted = request.developer_ids[0].lower()
+            names = {developer_id.lower(): name for developer_id, name in developers}
+            developers = [(request.developer_ids[0], names.get(wanted, ""))]
         add_developer_partitions(instance, developers)
         if request.developer_ids or request.project_id:
-            selected = developers[:1]
+            selected = [partition_key(*developer) for developer in developers[:1]]
         else:
             selected = list(instance.get_dynamic_partitions(PARTITIONS))
         if not selected:

@@ -5,8 +5,8 @@ Built from environment variables when Dagster builds the definitions, never at i
 
 from __future__ import annotations
 
-import logging
 from functools import cached_property
+from typing import Any
 
 import dagster as dg
 from sqlalchemy.engine import Engine
@@ -16,6 +16,8 @@ from pin_chessboard_pipelines.observability.tracing import configure_tracing
 from pin_chessboard_pipelines.runtime.services import database_url
 from pin_chessboard_pipelines.settings import Settings, load_settings
 from pin_chessboard_pipelines.store.engine import get_engine
+
+EVENTS_ASSET = "pin_chessboard_events"  # the pin.chessboard.*.v1 topics (defs/outbox)
 
 
 class ChessboardResource(dg.ConfigurableResource):
@@ -42,8 +44,30 @@ class ChessboardResource(dg.ConfigurableResource):
     def engine(self) -> Engine:
         return get_engine(self.url)
 
-    def relay_outbox(self, log: logging.Logger | dg.DagsterLogManager) -> None:
-        """The outbox fast path after a job's commits; the relay sensor sweeps whatever is left."""
+    def relay_outbox(self, context: dg.OpExecutionContext | dg.AssetExecutionContext) -> None:
+        """The outbox fast path after a job's commits (the relay sensor sweeps whatever is left);
+        what it published is a materialization of pin_chessboard_events."""
         result = relay_after_commit(self.engine, self.settings.kafka_bootstrap_servers)
         if result is not None:
-            log.info(f"outbox fast path: {result.published} messages published in {result.seconds:.2f}s")
+            context.log.info(
+                f"outbox fast path: {result.published} messages published in {result.seconds:.2f}s"
+            )
+            if result.published:
+                context.log_event(events_published(result.published, result.seconds, "fast path"))
+
+
+def events_published(published: int, seconds: float, path: str, **metadata: Any) -> dg.AssetMaterialization:
+    """A publish to the pin.chessboard topics, whichever path did it (a job's fast path, the relay job)."""
+    return dg.AssetMaterialization(
+        asset_key=EVENTS_ASSET,
+        description=f"{published} event(s) published by the {path}",
+        metadata={
+            "published": dg.MetadataValue.int(published),
+            "duration_seconds": dg.MetadataValue.float(round(seconds, 3)),
+            "messages_per_second": dg.MetadataValue.float(
+                round(published / seconds, 1) if seconds > 0 else 0.0
+            ),
+            "path": dg.MetadataValue.text(path),
+            **metadata,
+        },
+    )

@@ -120,6 +120,8 @@ def apply_tombstones(
             view.request_recalcs(batch, projects)
             view.delete(batch, ids)
     batch.result.skipped = batch.result.planned - batch.result.applied - batch.result.failed
+    result = batch.result  # a tombstone's developer is not looked up: its figures count as unknown
+    result.by_tenant = {"": [result.applied, result.skipped, result.failed]}
     _finish(view, batch)
     return batch.result
 
@@ -175,15 +177,17 @@ def _apply_round(view: ReplicaView, batch: Batch, items: list[Item]) -> None:
     for item in items:
         rejected = rules.check_parents(entity, item.values, item.record, parents, extra_parents)
         if rejected is not None:
-            batch.reject(item.position, item.raw, item.talent_id, *rejected)
+            batch.reject(item.position, item.raw, item.talent_id, *rejected, tenant=item.tenant)
             continue
         item.old = old = existing.get(item.talent_id)
         if rules.is_stale(old, item.record.version):
-            batch.result.skipped += 1
+            batch.skipped(item.tenant)
             continue
         conflict = rules.status_conflict(entity.name, item.values, old)
         if conflict is not None:
-            batch.reject(item.position, item.raw, item.talent_id, SYNC_STATUS_CONFLICT, conflict)
+            batch.reject(
+                item.position, item.raw, item.talent_id, SYNC_STATUS_CONFLICT, conflict, tenant=item.tenant
+            )
             continue
         decided.append(item)
     if entity.name == "propertyObject":
@@ -207,7 +211,9 @@ def _live_numbers(view: ReplicaView, batch: Batch, decided: list[Item]) -> list[
     taken = view.live_number_holders(sorted(wanted)) if wanted else {}
     kept, rejected = rules.claim_live_numbers(decided, taken)
     for item, message in rejected:
-        batch.reject(item.position, item.raw, item.talent_id, SYNC_DUPLICATE_NUMBER, message)
+        batch.reject(
+            item.position, item.raw, item.talent_id, SYNC_DUPLICATE_NUMBER, message, tenant=item.tenant
+        )
     view.keep_numbers(taken)
     return kept
 

@@ -41,6 +41,11 @@ class Item:
     def talent_id(self) -> str:
         return self.values["external_talent_id"]
 
+    @property
+    def tenant(self) -> object:
+        """The item's developer PIN id once known (a developer's own; a child's from its parent)."""
+        return self.values.get("tenant_id")
+
 
 @dataclass
 class Batch:
@@ -53,14 +58,28 @@ class Batch:
     touched: dict[str, str] = field(default_factory=dict)  # project PIN id -> tenant id
     requested: set[str] = field(default_factory=set)  # projects whose recalc was requested up front
 
-    def reject(self, position: int, raw: Any, external_id: str | None, code: str, message: str) -> None:
+    def reject(
+        self,
+        position: int,
+        raw: Any,
+        external_id: str | None,
+        code: str,
+        message: str,
+        tenant: object = None,
+    ) -> None:
         self.quarantine.append(Quarantine(position, raw, external_id, code, message[:ERROR_MESSAGE_LIMIT]))
         self.result.failed += 1
+        self.result.count(tenant, 2)
 
-    def applied(self, record: TalentRecord, created: bool) -> None:
+    def applied(self, record: TalentRecord, created: bool, tenant: object = None) -> None:
         self.result.applied += 1
         self.result.created += created
+        self.result.count(tenant, 0)
         self.report(record)
+
+    def skipped(self, tenant: object = None) -> None:
+        self.result.skipped += 1
+        self.result.count(tenant, 1)
 
     def touch(self, project: tuple[str, str] | None) -> None:
         if project is not None:

@@ -64,3 +64,10 @@ class ApplyResult:
     quarantined: list[tuple[str | None, str]] = field(default_factory=list)  # (external id, error code)
     created: int = 0  # of `applied`, the new rows
     unresolved_references: list[str] = field(default_factory=list)  # "regionId" / "cityId"
+    # tenant (the developer's PIN id; "" = not known, e.g. an item that did not parse) ->
+    # [applied, skipped, failed]: the import's per-developer figures (docs/talent-initial-import.md#result)
+    by_tenant: dict[str, list[int]] = field(default_factory=dict)
+
+    def count(self, tenant: object, outcome: int) -> None:
+        """One item of `tenant` (None = unknown) was applied (0), skipped (1) or failed (2)."""
+        self.by_tenant.setdefault("" if tenant is None else str(tenant), [0, 0, 0])[outcome] += 1

@@ -82,10 +82,10 @@ class DatabaseView:
         for item in decided:
             row = returned.get(item.talent_id)
             if row is None:  # a concurrent writer applied a newer version in between
-                batch.result.skipped += 1
+                batch.skipped(item.tenant)
                 continue
             inserted = row.pop("inserted")
-            batch.applied(item.record, created=bool(inserted))
+            batch.applied(item.record, created=bool(inserted), tenant=item.tenant)
             if not inserted and item.old is not None and row["version"] == item.old["version"]:
                 # mapped fields equal: replica_version / last_synced_at moved, nothing to publish
                 # and nothing to recalculate (docs/store.md#replica-tables)

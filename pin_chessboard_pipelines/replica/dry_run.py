@@ -65,7 +65,7 @@ class DryRunView:
             old = item.old
             stored = rules.dry_run_row(name, item.values, old)
             self._remember(name, item.talent_id, stored, old)
-            batch.applied(item.record, created=old is None)
+            batch.applied(item.record, created=old is None, tenant=item.tenant)
             batch.touch_all(rules.touched_projects(name, stored, old))
 
     def delete(self, batch: Batch, talent_ids: list[str]) -> None:

@@ -30,6 +30,10 @@ def merge_results(results: Sequence[ApplyResult]) -> ApplyResult:
         merged.quarantined.extend(r.quarantined)
         merged.created += r.created
         merged.unresolved_references.extend(r.unresolved_references)
+        for tenant, counts in r.by_tenant.items():
+            total = merged.by_tenant.setdefault(tenant, [0, 0, 0])
+            for outcome, count in enumerate(counts):
+                total[outcome] += count
     return merged
 
 

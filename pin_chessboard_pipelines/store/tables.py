@@ -274,6 +274,8 @@ talent_import_pages = Table(
     Column("items_applied", Integer, nullable=False, server_default="0"),
     Column("items_skipped", Integer, nullable=False, server_default="0"),
     Column("items_failed", Integer, nullable=False, server_default="0"),
+    # developer PIN id ("" unknown) -> [applied, skipped, failed] of the page's items
+    Column("tenant_counters", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("last_error", String(1024)),
     _ts("updated_at"),
     UniqueConstraint("run_id", "stage", "scope", "page_no", name="uq_talent_import_pages_page"),

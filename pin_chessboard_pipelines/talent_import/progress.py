@@ -1,18 +1,23 @@
-"""A progress bar of an import on a terminal (stderr), drawn from talent_import_pages."""
+"""Progress of an import, drawn from talent_import_pages: a bar on a terminal (stderr) and
+`stage-progress` log lines while a stage runs (the Dagster run's log)."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
+import time
 from typing import TextIO
 from uuid import UUID
 
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.entities import STAGE_NAMES
+from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.talent_import import runs
 
 WIDTH = 24
+log = logging.getLogger("pin_chessboard_pipelines.talent_import")
 
 
 def render(progress: dict[str, runs.Row]) -> str:
@@ -73,3 +78,83 @@ class ProgressBar:
             return
         self.stream.write("\r\x1b[2K" + line)
         self.stream.flush()
+
+
+PROGRESS_SECONDS = 5.0  # a stage that runs longer logs a stage-progress line this often
+
+
+def progress_fields(row: runs.Row | None, items_before: int, elapsed: float) -> dict[str, str | int]:
+    """The figures of a stage-progress line: pages Done / planned ("+": the walk goes on), the items
+    this run processed, its rate and the time left at that rate (pages of resumed runs done before
+    are not this run's work)."""
+    pages, done = (int(row["pages"]), int(row["done"])) if row is not None else (0, 0)
+    walked = bool(row["walked"]) if row is not None else False
+    processed = int(row["processed"] or 0) if row is not None else 0
+    planned = int(row["planned"] or 0) if row is not None else 0
+    items = max(0, processed - items_before)
+    rate = items / elapsed if elapsed > 0 else 0.0
+    left = max(0, planned - processed)
+    eta = f"{left / rate:.0f}" if walked and rate > 0 else "unknown"
+    return {
+        "Pages": f"{done}/{pages}{'' if walked else '+'}",
+        "Items": items,
+        "ItemsPerSecond": f"{rate:.0f}",
+        "EtaSeconds": eta,
+    }
+
+
+class StageProgress:
+    """While a stage runs: a `stage-progress` line every `every` seconds (after the first `every`),
+    so a long stage is not silent between its stage-planned and stage-completed lines."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        run_id: UUID,
+        stage: str,
+        fields: dict[str, object],
+        every: float = PROGRESS_SECONDS,
+    ) -> None:
+        self.engine, self.run_id, self.stage, self.fields, self.every = engine, run_id, stage, fields, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"import-{stage}-progress", daemon=True)
+        self._items_before = 0
+        self._started = 0.0
+        self.items = 0  # processed by this run (pages of an earlier run of a resumed import excluded)
+        self.seconds = 0.0
+
+    def __enter__(self) -> StageProgress:
+        row = self._row_now()
+        self._items_before = int(row["processed"] or 0) if row is not None else 0
+        self._started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.seconds = time.monotonic() - self._started
+        try:
+            row = self._row_now()
+        except Exception:  # the figures of a stage that failed on the store are not needed
+            return
+        self.items = max(0, (int(row["processed"] or 0) if row is not None else 0) - self._items_before)
+
+    @property
+    def items_per_second(self) -> float:
+        """Items this run processed in the stage per second of this run's stage time."""
+        return self.items / self.seconds if self.seconds > 0 else 0.0
+
+    def _row_now(self) -> runs.Row | None:
+        with self.engine.connect() as conn:
+            return runs.progress(conn, self.run_id).get(self.stage)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                figures = progress_fields(
+                    self._row_now(), self._items_before, time.monotonic() - self._started
+                )
+            except Exception:  # progress never breaks the stage
+                continue
+            log_event(log, logging.INFO, "stage-progress", **self.fields, **figures)

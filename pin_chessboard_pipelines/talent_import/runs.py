@@ -232,8 +232,24 @@ def complete_page(conn: Connection, page: ClaimedPage, planned: int, result: App
             "applied": result.applied,
             "skipped": result.skipped,
             "failed": result.failed,
+            "tenant_counters": json.dumps(result.by_tenant),
         },
     )
+
+
+def stage_tenant_counters(conn: Connection, run_id: uuid.UUID, stage: str) -> dict[str, StageCounters]:
+    """Developer PIN id ("" = unknown) -> its applied / skipped / failed of the stage (planned = their
+    sum: the items of that developer read from the source)."""
+    rows = conn.execute(_q("stage_tenant_counters"), {"run_id": run_id, "stage": stage}).mappings()
+    return {
+        row["tenant"]: StageCounters(
+            planned=int(row["applied"] + row["skipped"] + row["failed"]),
+            applied=int(row["applied"]),
+            skipped=int(row["skipped"]),
+            failed=int(row["failed"]),
+        )
+        for row in rows
+    }
 
 
 def record_page_failure(

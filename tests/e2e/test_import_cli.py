@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from pin_chessboard_pipelines.defs.talent_import.partitions import partition_key
 from pin_chessboard_pipelines.settings import PROJECT_ROOT
 from pin_chessboard_pipelines.store.engine import sqlalchemy_url, with_database
 from pin_chessboard_pipelines.talent.simulator import dataset
@@ -163,8 +164,12 @@ def test_an_import_runs_through_dagster_and_prints_its_result(
         run = instance.get_run_by_id(result["correlationId"])
         assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS
         assert run.job_name == "talent_initial_import"
+        # partitions read as the developers: name, then Talent id
         assert sorted(instance.get_dynamic_partitions("talent_developers")) == sorted(
-            dataset.entity_id(SPEC, "developers", i) for i in range(2)
+            partition_key(
+                dataset.entity_id(SPEC, "developers", i), dataset.item(SPEC, "developers", i)["name"]
+            )
+            for i in range(2)
         )
     finally:
         instance.dispose()

@@ -14,6 +14,7 @@ from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import import config as talent_config
 from pin_chessboard_pipelines.defs.talent_import import session as talent_session
 from pin_chessboard_pipelines.defs.talent_import.definitions import definitions
+from pin_chessboard_pipelines.defs.talent_import.partitions import developer_id_of, partition_key, slug
 from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
@@ -91,11 +92,16 @@ def test_one_run_over_all_partitions_is_one_unfiltered_import(env, engine, db_ur
         assert run["scopes"] == [""]  # all partitions: listed without a developer filter
         materialized = _materializations(result, "property_objects")
         assert sorted(m.partition for m in materialized) == sorted(_developers())
+        per_developer = SPEC.projects_per_developer * SPEC.objects_per_project
+        for m in materialized:  # each partition: its own developer's figures, then the import's
+            assert m.metadata["developer_id"].value == m.partition
+            assert m.metadata["planned"].value == m.metadata["applied"].value == per_developer
+            assert m.metadata["import_planned"].value == dataset.count(SPEC, "property-objects")
         metadata = materialized[0].metadata
-        assert metadata["planned"].value == dataset.count(SPEC, "property-objects")
-        assert metadata["applied"].value == metadata["planned"].value
+        assert metadata["import_applied"].value == metadata["import_planned"].value
         assert metadata["import_run_id"].value == str(run["id"])
         assert metadata["import_status"].value == "Completed"
+        assert metadata["items_processed"].value == dataset.count(SPEC, "property-objects")
         assert metadata["items_per_second"].value > 0
         checks = [
             e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
@@ -184,14 +190,19 @@ def test_a_held_lock_fails_the_run_with_the_error_code(env, engine, db_url):
 def test_the_discovery_sensor_and_job_add_developer_partitions(env):
     defs = build_defs()
     sensor = defs.resolve_sensor_def("talent_developers_sensor")
+    # a key is the developer's name made safe, then its Talent id
+    names = [dataset.item(SPEC, "developers", i)["name"] for i in range(SPEC.developers)]
+    keys = [partition_key(d, name) for d, name in zip(_developers(), names, strict=True)]
+    assert keys[0] == f"gk-{slug(names[0].split(' ', 1)[1])}-{_developers()[0]}"
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions(PARTITION, _developers()[:1])
+        instance.add_dynamic_partitions(PARTITION, keys[:1])
         result = sensor(dg.build_sensor_context(instance=instance, resources=_resources()))
         [request] = result.dynamic_partitions_requests
         assert request.partitions_def_name == PARTITION
-        assert list(request.partition_keys) == _developers()[1:]
+        assert list(request.partition_keys) == keys[1:]
         assert defs.resolve_job_def(talent_config.DISCOVERY_JOB).execute_in_process(instance=instance).success
-        assert sorted(instance.get_dynamic_partitions(PARTITION)) == sorted(_developers())
+        assert sorted(instance.get_dynamic_partitions(PARTITION)) == sorted(keys)
+        assert [developer_id_of(key) for key in keys] == _developers()
         again = sensor(dg.build_sensor_context(instance=instance, resources=_resources()))
         assert isinstance(again, dg.SkipReason) and "none new" in again.skip_message
 

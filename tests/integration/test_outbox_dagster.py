@@ -79,13 +79,16 @@ def test_relay_job_publishes_purges_and_reports_plottable_metadata(db_url, engin
         )
     with dg.DagsterInstance.ephemeral() as instance:
         result = _run(db_url, instance, bootstrap_servers=kafka_bootstrap)
-        observations = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
+        published = [e for e in result.all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
     assert result.success
     metadata = _output_metadata(result)
     assert (metadata["published"], metadata["purged"], metadata["backlog"]) == (4, 2, 0)
     assert metadata["messages_per_second"] > 0 and metadata["failed_attempts"] == 0
-    assert len(observations) == 1
-    assert observations[0].event_specific_data.asset_observation.asset_key == EVENTS.key
+    assert len(published) == 1  # a publish is a new version of the topics: a materialization
+    materialization = published[0].event_specific_data.materialization
+    assert materialization.asset_key == EVENTS.key
+    assert materialization.metadata["published"].value == 4
+    assert materialization.metadata["path"].value == "relay job"
     ids = {str(e.message_id) for e in events}
     read_events(kafka_bootstrap, until=lambda evs: ids <= {e.message_id for e in evs})
     with engine.connect() as conn:

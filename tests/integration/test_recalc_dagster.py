@@ -120,13 +120,19 @@ def test_drain_job_recalculates_and_reports_metadata(db_url, engine):
         assert result.success
         (output,) = [e for e in result.events_for_node(OP_NAME) if e.is_successful_output]
         metadata = {k: v.value for k, v in output.step_output_data.metadata.items()}
-        observations = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
+        aggregates = [
+            e
+            for e in result.all_events
+            if e.event_type_value == "ASSET_MATERIALIZATION"
+            and e.asset_key == dg.AssetKey("chessboard_aggregates")
+        ]
         checks = result.get_asset_check_evaluations()
     assert metadata["projects_recalculated"] == 3
     assert metadata["projects_skipped_archived"] == 1
     assert metadata["republished_project"] == 3
     assert metadata["projects_per_second"] > 0
-    assert len(observations) == 1
+    assert len(aggregates) == 1  # every drain that recalculated is a materialization (status, history)
+    assert aggregates[0].event_specific_data.materialization.metadata["projects_recalculated"].value == 3
     assert [(c.check_name, c.passed) for c in checks] == [(POISON_CHECK, True)]
     with engine.connect() as conn:
         assert queue(conn) == {}

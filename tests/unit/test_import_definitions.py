@@ -19,10 +19,16 @@ def test_six_partitioned_assets_chained_by_the_stage_barriers():
     by_key = {a.key: a for a in STAGE_ASSETS}
     assert [k.to_user_string() for k in by_key] == NAMES
     for parent, child in zip(NAMES, NAMES[1:], strict=False):
-        assert by_key[dg.AssetKey(child)].dependency_keys == {dg.AssetKey(parent)}
-    assert by_key[dg.AssetKey("developers")].dependency_keys == set()
+        assert by_key[dg.AssetKey(child)].dependency_keys == {
+            dg.AssetKey(parent),
+            dg.AssetKey(["talent", child]),  # the Talent source, an external asset
+        }
+    assert by_key[dg.AssetKey("developers")].dependency_keys == {dg.AssetKey(["talent", "developers"])}
     for asset in STAGE_ASSETS:
         assert asset.partitions_def == talent_config.TALENT_DEVELOPERS
+        # one import at a time on every path: the run queue holds a second run of the pool
+        assert asset.op.pool == "talent_import"
+        assert asset.specs_by_key[asset.key].owners == ["team:pin-platform-core"]
         assert asset.backfill_policy == dg.BackfillPolicy.single_run()
         assert asset.group_names_by_key[asset.key] == "talent_import"
         assert {c.name for c in asset.check_specs} == {"no_quarantined_items"}
@@ -36,7 +42,7 @@ def test_jobs_sensors_checks_and_config():
     )
     job = defs.resolve_job_def("talent_initial_import")
     assert {k.to_user_string() for k in job.asset_layer.selected_asset_keys} == set(NAMES)
-    assert job.tags["pin/singleton"] == "talent_initial_import"
+    assert job.tags["pin/import"] == "talent_initial_import"
     assert defs.resolve_job_def("talent_developers_discovery") is not None
     assert {s.name for s in defs.sensors} == {"talent_developers_sensor", "talent_import_stuck_sensor"}
     assert defs.resolve_sensor_def("talent_import_stuck_sensor").minimum_interval_seconds == 60
@@ -46,3 +52,9 @@ def test_jobs_sensors_checks_and_config():
     fields = talent_config.TalentImportConfig.model_fields
     assert set(fields) == {"mode", "page_size", "project_id_filter", "dry_run", "workers"}
     assert talent_config.TalentImportConfig().mode == "ApiPull"
+    # the launchpad: mode is an enum, every field is described and has its default
+    schema = job.run_config_schema.config_type.fields["resources"].config_type.fields["talent_import"]
+    config_fields = schema.config_type.fields["config"].config_type.fields
+    assert sorted(config_fields["mode"].config_type.config_values) == ["ApiPull", "TopicReplay"]
+    assert all(field.description for field in config_fields.values())
+    assert config_fields["workers"].default_value == 2 and config_fields["dry_run"].default_value is False

@@ -12,8 +12,9 @@ import time
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.defs.dagster_private import DagsterExecutionInterruptedError
-from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.defs.resources import EVENTS_ASSET, ChessboardResource, events_published
 from pin_chessboard_pipelines.defs.singleton import (
     SINGLETON_TAG,
     graceful_interrupts,
@@ -42,13 +43,17 @@ LAG_CHECK = "outbox_lag_within_slo"
 LAG_SLO_SECONDS = 300.0  # consumer lag < 5 min after the hand-over (docs/events.md#outbox-and-relay)
 
 EVENTS = dg.AssetSpec(
-    "pin_chessboard_events",
+    EVENTS_ASSET,
     description=(
-        "The pin.chessboard.*.v1 Kafka topics (chessboard-store.md, 'Events'), fed by the outbox relay "
-        "from chessboard.outbox_messages."
+        "The pin.chessboard.*.v1 Kafka topics (docs/events.md), fed by the outbox relay from "
+        "chessboard.outbox_messages. Every publish records a materialization (messages per topic, "
+        "rate), whichever path published: a job's fast path after its commit or the relay job."
     ),
     group_name="outbox",
     kinds={"kafka", "postgres"},
+    owners=["team:pin-platform-core"],
+    # the import's stages and the recalc write the events the relay publishes
+    deps=["chessboard_aggregates", *(entity.asset for entity in entities.ENTITIES)],
 )
 
 
@@ -117,7 +122,11 @@ def relay_outbox(
     backlog = pending_summary(engine)
     metadata = _metadata(result, purged, backlog)
     context.log.info(f"outbox relay: {json.dumps(result.as_dict())}, purged {purged}")
-    if result.published or result.failed_attempts:
+    if result.published:
+        shared = ("published", "duration_seconds", "messages_per_second")
+        extra = {key: value for key, value in metadata.items() if key not in shared}
+        context.log_event(events_published(result.published, result.seconds, "relay job", **extra))
+    elif result.failed_attempts:  # nothing reached Kafka: no new version of the topics
         context.log_event(dg.AssetObservation(asset_key=EVENTS.key, metadata=metadata))
     if cancelled:
         raise DagsterExecutionInterruptedError()

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.defs.dagster_private import DagsterExecutionInterruptedError
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import IN_PROGRESS, graceful_interrupts
@@ -50,10 +51,15 @@ AGGREGATES = dg.AssetSpec(
     "chessboard_aggregates",
     description=(
         "Denormalized aggregates of projects, buildings, layouts and layout groups in the chessboard "
-        "store, kept by the project-aggregates-recalc drain (docs/project-aggregates-recalc.md)."
+        "store, kept by the project-aggregates-recalc drain (docs/project-aggregates-recalc.md). "
+        "Every drain that recalculated projects records a materialization: projects recalculated, "
+        "failed, skipped (archived) and poisoned, events republished, duration and rate."
     ),
     group_name="recalc",
     kinds={"postgres"},
+    owners=["team:pin-platform-core"],
+    # the replica rows every recalc reads (the import and talent-sync write them)
+    deps=[entity.asset for entity in entities.ENTITIES],
 )
 AUDIT_CHECK = "aggregates_match_formulas"
 POISON_CHECK = "no_poison_recalc_rows"
@@ -132,7 +138,7 @@ def drain_recalc_queue(
 
     def relay_events(result: DrainResult) -> None:
         if sum(result.republished.values()):
-            chessboard.relay_outbox(context.log)
+            chessboard.relay_outbox(context)
 
     with graceful_interrupts() as interrupted:
         if config.poll_until is not None:
@@ -168,7 +174,7 @@ def drain_recalc_queue(
     # log_event accepts check evaluations at run time; its annotation lags behind
     context.log_event(_poison_evaluation(poison))  # type: ignore[arg-type]
     if result.processed or result.failed:
-        context.log_event(dg.AssetObservation(asset_key=AGGREGATES.key, metadata=_metadata(result)))
+        context.log_event(dg.AssetMaterialization(asset_key=AGGREGATES.key, metadata=_metadata(result)))
     if result.stopped == "cancelled":
         raise DagsterExecutionInterruptedError()
     if config.until_empty and result.stopped == "failed":

@@ -7,7 +7,6 @@ partitions (single-run backfill) lists the source without a developer filter.
 """
 
 import warnings
-from typing import Any
 
 import dagster as dg
 
@@ -17,11 +16,19 @@ from pin_chessboard_pipelines.defs.talent_import.checks import quarantine_check
 from pin_chessboard_pipelines.defs.talent_import.config import (
     ASSET_KEYS,
     GROUP,
+    IMPORT_JOB,
+    IMPORT_TAG,
+    IMPORT_TAGS,
+    OWNERS,
+    POOL,
     QUARANTINE_CHECK,
     TALENT_DEVELOPERS,
+    TALENT_GROUP,
+    TALENT_KEYS,
     TalentImportConfig,
     asset_name,
 )
+from pin_chessboard_pipelines.defs.talent_import.partitions import developer_id_of
 from pin_chessboard_pipelines.defs.talent_import.session import (
     RunStopProbe,
     correlation_id_of,
@@ -29,10 +36,12 @@ from pin_chessboard_pipelines.defs.talent_import.session import (
     end_session,
     open_session,
 )
-from pin_chessboard_pipelines.entities import ENTITIES, Entity
+from pin_chessboard_pipelines.entities import DEVELOPER, ENTITIES, Entity, pin_id
 from pin_chessboard_pipelines.errors import ChessboardError, error_line
-from pin_chessboard_pipelines.talent_import import sessions
+from pin_chessboard_pipelines.talent_import import runs, sessions
+from pin_chessboard_pipelines.talent_import.progress import StageProgress
 from pin_chessboard_pipelines.talent_import.request import RunStatus
+from pin_chessboard_pipelines.talent_import.result import StageCounters
 from pin_chessboard_pipelines.talent_import.runner import ImportSession, StageFailed, StageReport
 
 
@@ -54,7 +63,29 @@ def _p99(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
-def _metadata(session: ImportSession, report: StageReport) -> dict[str, Any]:
+# What the materialization metadata of a stage asset means, shown on every stage asset's page.
+METADATA_DOC = """
+Materialization metadata (per developer partition):
+
+| key | meaning |
+|---|---|
+| developer_id | the Talent id of the partition's developer |
+| planned / applied / skipped / failed | this developer's items of the stage in the import run: read from the source / created or changed / no-op by the version guard / quarantined |
+| import_planned / import_applied / import_skipped / import_failed | the same for the whole import run (every developer of it; items whose developer is unknown included) |
+| import_run_id / correlation_id / import_status | the talent_import_runs row (CorrelationId = the first Dagster run of the import) and its status |
+| scopes | the walks of the import: `all developers` or the filtered developer / project |
+| dry_run | a DryRun: the counters say what a real run would do, nothing was written |
+| pages | pages of the stage in the import run |
+| pages_processed | pages this Dagster run applied (the rest were Done in an earlier run of a resumed import) |
+| duration_seconds / items_processed / items_per_second | this Dagster run's own stage time, items and rate |
+| page_p99_ms | p99 of this run's page apply times |
+"""
+
+
+def _run_metadata(
+    session: ImportSession, report: StageReport, progress: StageProgress
+) -> dict[str, dg.MetadataValue]:
+    """What every partition of the run shares: the import run, and this Dagster run's own work."""
     counters = report.counters
     return {
         "import_run_id": dg.MetadataValue.text(str(session.run_id)),
@@ -62,16 +93,35 @@ def _metadata(session: ImportSession, report: StageReport) -> dict[str, Any]:
         "import_status": dg.MetadataValue.text(str(session.run_row["status"])),
         "scopes": dg.MetadataValue.text(", ".join(k or "all developers" for k in session.scope_keys)),
         "dry_run": dg.MetadataValue.bool(bool(session.run_row["dry_run"])),
-        "planned": dg.MetadataValue.int(counters.planned),
-        "applied": dg.MetadataValue.int(counters.applied),
-        "skipped": dg.MetadataValue.int(counters.skipped),
-        "failed": dg.MetadataValue.int(counters.failed),
+        "import_planned": dg.MetadataValue.int(counters.planned),
+        "import_applied": dg.MetadataValue.int(counters.applied),
+        "import_skipped": dg.MetadataValue.int(counters.skipped),
+        "import_failed": dg.MetadataValue.int(counters.failed),
         "pages": dg.MetadataValue.int(report.pages),
         "pages_processed": dg.MetadataValue.int(report.pages_processed),
-        "duration_seconds": dg.MetadataValue.float(round(report.duration_seconds, 3)),
-        "items_per_second": dg.MetadataValue.float(round(report.items_per_second, 1)),
+        "duration_seconds": dg.MetadataValue.float(round(progress.seconds, 3)),
+        "items_processed": dg.MetadataValue.int(progress.items),
+        "items_per_second": dg.MetadataValue.float(round(progress.items_per_second, 1)),
         "page_p99_ms": dg.MetadataValue.float(round(_p99(report.page_durations_ms), 1)),
     }
+
+
+def _partition_metadata(session: ImportSession, stage: Entity, partition_keys: list[str]) -> dict:
+    """Partition key -> that developer's own counters of the stage (tenant = the developer's PIN id)."""
+    with session.engine.connect() as conn:
+        by_tenant = runs.stage_tenant_counters(conn, session.run_id, stage.stage)
+    metadata = {}
+    for key in partition_keys:
+        developer_id = developer_id_of(key)
+        own = by_tenant.get(str(pin_id(DEVELOPER.name, developer_id)), StageCounters())
+        metadata[key] = {
+            "developer_id": dg.MetadataValue.text(developer_id),
+            "planned": dg.MetadataValue.int(own.planned),
+            "applied": dg.MetadataValue.int(own.applied),
+            "skipped": dg.MetadataValue.int(own.skipped),
+            "failed": dg.MetadataValue.int(own.failed),
+        }
+    return metadata
 
 
 def materialize_stage(
@@ -99,8 +149,12 @@ def materialize_stage(
             f"import run {session.run_id} {'resumed' if session.resumed else 'started'} "
             f"(correlation id {correlation_id}, scopes {session.scope_keys})"
         )
+    if context.run.tags.get(IMPORT_TAG) != IMPORT_JOB:
+        context.instance.add_run_tags(context.run.run_id, IMPORT_TAGS)  # Runs filtered by it: every import
+    progress = StageProgress(session.engine, session.run_id, stage.stage, session.log_fields(stage.stage))
     try:
-        report = session.run_stage(stage)
+        with progress:
+            report = session.run_stage(stage)
         if report.cancelled:
             raise DagsterExecutionInterruptedError()
     except StageFailed as error:
@@ -125,15 +179,28 @@ def materialize_stage(
     if stage.stage == _stages_in_run(context)[-1]:
         end_session(correlation_id, RunStatus.COMPLETED)
     if report.counters.applied and not session.request.dry_run:
-        chessboard.relay_outbox(context.log)
-    context.log.info(
-        f"{stage.stage}: planned {report.counters.planned}, applied {report.counters.applied}, "
-        f"skipped {report.counters.skipped}, failed {report.counters.failed} in {report.pages} pages"
-    )
+        chessboard.relay_outbox(context)
+    for key, own in _partition_metadata(session, stage, list(context.partition_keys)).items():
+        context.add_asset_metadata(own, partition_key=key)
     return dg.MaterializeResult(
-        metadata=_metadata(session, report),
+        metadata=_run_metadata(session, report, progress),
         check_results=[quarantine_check(session, stage, report)],
     )
+
+
+def _talent_source(stage: Entity) -> dg.AssetSpec:
+    return dg.AssetSpec(
+        TALENT_KEYS[stage.stage],
+        group_name=TALENT_GROUP,
+        kinds={"kafka"},
+        owners=OWNERS,
+        description=f"Talent Chessboard's {stage.name} snapshots: the HTTP collection "
+        f"`/api/v1/{stage.collection}` (ApiPull) and the compacted topic `{stage.topic}` "
+        "(TopicReplay, talent-sync). External: Talent owns it.",
+    )
+
+
+TALENT_SOURCES = [_talent_source(stage) for stage in ENTITIES]
 
 
 def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
@@ -144,10 +211,14 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
         group_name=GROUP,
         partitions_def=TALENT_DEVELOPERS,
         backfill_policy=dg.BackfillPolicy.single_run(),
-        deps=[ASSET_KEYS[parent.stage]] if parent else [],
+        pool=POOL,
+        deps=[TALENT_KEYS[stage.stage], *([ASSET_KEYS[parent.stage]] if parent else [])],
         kinds={"postgres"},
-        description=f"Talent {stage.name} replicas in chessboard.{asset_name(stage)} "
-        f"(stage {stage.stage} of talent-initial-import)",
+        owners=OWNERS,
+        description=f"Talent {stage.name} replicas in `chessboard.{stage.table}`, stage {stage.stage} "
+        "of the talent initial import (docs/talent-initial-import.md). One partition per Talent "
+        "developer; materializing every partition in one run is the full bootstrap (listed without a "
+        "developer filter); launchpad config: `resources.talent_import.config`.\n" + METADATA_DOC,
         check_specs=[
             dg.AssetCheckSpec(
                 QUARANTINE_CHECK, asset=key, description="no item of this stage was quarantined"

@@ -1,7 +1,10 @@
 """Names, asset keys and the launchpad config of the talent initial import's Dagster shell
 (docs/talent-initial-import.md#request)."""
 
+from typing import Literal
+
 import dagster as dg
+from pydantic import Field
 
 from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.entities import ENTITIES, Entity
@@ -15,7 +18,14 @@ QUARANTINE_CHECK = "no_quarantined_items"
 STUCK_CHECK = "import_not_stuck"
 STOP_PROBE_SECONDS = 0.25  # how often a step looks whether its run was terminated
 STUCK_SECONDS = 600  # alert: running without pages Done growing for 10 min (docs/talent-initial-import.md#metrics-logs-and-alerts)
-# dagster.yaml limits runs per value of this tag: imports queue instead of waiting on the lock.
+# dagster.yaml gives every pool one run at a time (granularity run): whatever launches an import
+# (Materialize all, a backfill, the job's launchpad, GraphQL), a second one waits in the queue.
+POOL = "talent_import"
+# Every import run carries this tag (the job's runs from the start, asset runs from their first
+# stage): Runs, filtered by it, is the import's whole history.
+IMPORT_TAG = "pin/import"
+IMPORT_TAGS = {IMPORT_TAG: IMPORT_JOB}
+# the quarantine replay job: one at a time per value of this tag (dagster.yaml run limits)
 SINGLETON_TAGS = {"pin/singleton": IMPORT_JOB}
 
 
@@ -25,15 +35,43 @@ def asset_name(stage: Entity) -> str:
 
 
 ASSET_KEYS = {stage.stage: dg.AssetKey(asset_name(stage)) for stage in ENTITIES}
+# Upstream of each stage: the Talent source as an external asset (talent/developers, ...).
+TALENT_GROUP = "talent"
+TALENT_KEYS = {stage.stage: dg.AssetKey(["talent", asset_name(stage)]) for stage in ENTITIES}
+OWNERS = ["team:pin-platform-core"]
 PROPERTY_OBJECTS_KEY = ASSET_KEYS[entities.PROPERTY_OBJECT.stage]
 
 
 class TalentImportConfig(dg.ConfigurableResource):
-    """The launchpad's TalentInitialImportRequest (resources.talent_import.config); the
-    DeveloperIdFilter is the partition selection and the CorrelationId the root run id."""
+    """TalentInitialImportRequest (docs/talent-initial-import.md#request): the developer partitions
+    of the run are the DeveloperIdFilter (all of them: no filter), the CorrelationId is the root
+    run id (re-execution resumes the same import run)."""
 
-    mode: str = "ApiPull"
-    page_size: int | None = None  # None = CHESSBOARD_IMPORT_PAGE_SIZE
-    project_id_filter: str | None = None  # a Talent project id: re-sync that project only
-    dry_run: bool = False
-    workers: int = 2  # parallel page workers
+    mode: Literal["ApiPull", "TopicReplay"] = Field(
+        default="ApiPull",
+        description="ApiPull: pages of the Talent HTTP API. TopicReplay: the compacted Talent topics "
+        "from offset 0 (resets the talent-sync consumer group).",
+    )
+    page_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=2000,
+        description="Items per page, 1..2000. Empty: CHESSBOARD_IMPORT_PAGE_SIZE (500). A resumed "
+        "import keeps the page size it started with.",
+    )
+    project_id_filter: str | None = Field(
+        default=None,
+        description="A Talent project id: re-sync that project only (ProjectIdFilter; the run's "
+        "partition is its developer). Empty: the selected developer partitions.",
+    )
+    dry_run: bool = Field(
+        default=False,
+        description="Validate and count only: the run and its pages are recorded, nothing else is "
+        "written (no replica row, quarantine row, outbox row or recalc request).",
+    )
+    workers: int = Field(
+        default=2,
+        ge=1,
+        le=32,
+        description="Page workers (threads) of this run; other processes may join the import run.",
+    )

@@ -7,7 +7,7 @@ is session.py's.
 
 import dagster as dg
 
-from pin_chessboard_pipelines.defs.talent_import.assets import STAGE_ASSETS
+from pin_chessboard_pipelines.defs.talent_import.assets import STAGE_ASSETS, TALENT_SOURCES
 from pin_chessboard_pipelines.defs.talent_import.checks import import_not_stuck
 from pin_chessboard_pipelines.defs.talent_import.config import TalentImportConfig
 from pin_chessboard_pipelines.defs.talent_import.jobs import (
@@ -23,7 +23,7 @@ from pin_chessboard_pipelines.defs.talent_import.sensors import (
 
 def definitions() -> dg.Definitions:
     return dg.Definitions(
-        assets=STAGE_ASSETS,
+        assets=[*TALENT_SOURCES, *STAGE_ASSETS],
         asset_checks=[import_not_stuck],
         jobs=[talent_initial_import, talent_developers_discovery, talent_replay_failed],
         sensors=[talent_developers_sensor, talent_import_stuck_sensor],

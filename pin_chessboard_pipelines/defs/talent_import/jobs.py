@@ -5,7 +5,7 @@ import dagster as dg
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import.assets import STAGE_ASSETS
 from pin_chessboard_pipelines.defs.talent_import.checks import import_not_stuck
-from pin_chessboard_pipelines.defs.talent_import.config import DISCOVERY_JOB, IMPORT_JOB, SINGLETON_TAGS
+from pin_chessboard_pipelines.defs.talent_import.config import DISCOVERY_JOB, IMPORT_JOB, IMPORT_TAGS
 from pin_chessboard_pipelines.defs.talent_import.partitions import (
     add_developer_partitions,
     list_talent_developers,
@@ -14,9 +14,9 @@ from pin_chessboard_pipelines.defs.talent_import.partitions import (
 
 @dg.op(name="discover_talent_developers")
 def discover_talent_developers(context: dg.OpExecutionContext, chessboard: ChessboardResource) -> None:
-    ids = list_talent_developers(chessboard.settings)
-    added = add_developer_partitions(context.instance, ids)
-    context.log.info(f"Talent lists {len(ids)} developer(s); {len(added)} new partition(s)")
+    developers = list_talent_developers(chessboard.settings)
+    added = add_developer_partitions(context.instance, developers)
+    context.log.info(f"Talent lists {len(developers)} developer(s); {len(added)} new partition(s)")
 
 
 @dg.job(
@@ -29,6 +29,6 @@ def talent_developers_discovery() -> None:
 talent_initial_import = dg.define_asset_job(
     IMPORT_JOB,
     selection=dg.AssetSelection.assets(*STAGE_ASSETS) - dg.AssetSelection.checks(import_not_stuck),
-    tags=SINGLETON_TAGS,
+    tags=IMPORT_TAGS,
     description="talent-initial-import: the six stages over the selected developer partitions",
 )

@@ -55,7 +55,7 @@ def replay_failed_items(
     finally:
         client.close()
     if result.removed:
-        chessboard.relay_outbox(context.log)
+        chessboard.relay_outbox(context)
     summary = result.to_dict()
     context.log.info(f"replay of quarantined items: {summary}")
     return dg.Output(None, metadata={"summary": dg.MetadataValue.json(summary)})

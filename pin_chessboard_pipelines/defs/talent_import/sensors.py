@@ -9,6 +9,7 @@ from pin_chessboard_pipelines.defs.talent_import.partitions import (
     list_talent_developers,
     new_developer_partitions,
 )
+from pin_chessboard_pipelines.defs.talent_import.pool import ensure_import_pool
 from pin_chessboard_pipelines.talent.client import TalentSourceError
 
 
@@ -16,16 +17,17 @@ from pin_chessboard_pipelines.talent.client import TalentSourceError
     name="talent_developers_sensor",
     minimum_interval_seconds=300,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Adds a talent_developers partition for every Talent developer",
+    description="Adds a talent_developers partition for every Talent developer (key: name and id)",
 )
 def talent_developers_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource):
+    ensure_import_pool(context.instance)  # the daemon's first tick: before anyone launches an import
     try:
-        ids = list_talent_developers(chessboard.settings)
+        developers = list_talent_developers(chessboard.settings)
     except TalentSourceError as error:
         return dg.SkipReason(f"Talent is not answering: {error}")
-    new = new_developer_partitions(context.instance, ids)
+    new = new_developer_partitions(context.instance, developers)
     if not new:
-        return dg.SkipReason(f"{len(ids)} developer(s), none new")
+        return dg.SkipReason(f"{len(developers)} developer(s), none new")
     return dg.SensorResult(dynamic_partitions_requests=[TALENT_DEVELOPERS.build_add_request(new)])
 
 

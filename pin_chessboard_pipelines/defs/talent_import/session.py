@@ -15,6 +15,7 @@ from pin_chessboard_pipelines.defs.talent_import.config import (
     STOP_PROBE_SECONDS,
     TalentImportConfig,
 )
+from pin_chessboard_pipelines.defs.talent_import.partitions import developer_id_of
 from pin_chessboard_pipelines.settings import Settings
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent.flag import require_talent_sync_enabled
@@ -57,7 +58,7 @@ def developer_ids_of(context: dg.AssetExecutionContext) -> list[str]:
     """The partitions of the run as DeveloperIdFilter; [] when every partition is selected."""
     keys = list(context.partition_keys)
     known = set(context.instance.get_dynamic_partitions(PARTITIONS))
-    return [] if set(keys) >= known else keys
+    return [] if set(keys) >= known else list(dict.fromkeys(developer_id_of(key) for key in keys))
 
 
 def open_session(

@@ -119,8 +119,18 @@ FOR UPDATE
 -- name: complete_page
 UPDATE chessboard.talent_import_pages
 SET status = 'Done', lease_until = NULL, items_planned = :planned, items_applied = :applied,
-    items_skipped = :skipped, items_failed = :failed, last_error = NULL, updated_at = now()
+    items_skipped = :skipped, items_failed = :failed, tenant_counters = CAST(:tenant_counters AS jsonb),
+    last_error = NULL, updated_at = now()
 WHERE id = :page_id
+
+-- name: stage_tenant_counters
+-- Per developer (tenant = its PIN id; "" = items whose developer is not known) of one stage of a
+-- run: applied / skipped / failed summed over its Done pages (the Dagster partitions' figures).
+SELECT t.key AS tenant, sum((t.value ->> 0)::bigint) AS applied, sum((t.value ->> 1)::bigint) AS skipped,
+       sum((t.value ->> 2)::bigint) AS failed
+FROM chessboard.talent_import_pages AS p, jsonb_each(p.tenant_counters) AS t
+WHERE p.run_id = :run_id AND p.stage = :stage AND p.status = 'Done'
+GROUP BY t.key
 
 -- name: record_page_failure
 -- A failed attempt, in its own transaction: the page stays InProgress and is re-claimed when the

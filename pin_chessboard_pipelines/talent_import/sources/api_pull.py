@@ -80,10 +80,17 @@ class ApiPullSource:
         )
 
     def developer_ids(self, project_id: str | None = None) -> list[str]:
-        ids: list[str] = []
+        return [developer_id for developer_id, _ in self.developers(project_id)]
+
+    def developers(self, project_id: str | None = None) -> list[tuple[str, str]]:
+        found: list[tuple[str, str]] = []
         for page in self.plan_pages(DEVELOPER, Scope(project_id=project_id), page_size=MAX_PAGE_LIMIT):
-            ids.extend(str(item["id"]) for item in page.items or () if isinstance(item.get("id"), str))
-        return ids
+            found.extend(
+                (item["id"], str(item.get("name") or ""))
+                for item in page.items or ()
+                if isinstance(item.get("id"), str)
+            )
+        return found
 
     def close(self) -> None:
         with self._lock:

@@ -48,6 +48,9 @@ class ImportSource(Protocol):
     def developer_ids(self, project_id: str | None = None) -> list[str]:
         """Talent developer ids (all, or the developer of one project): the partitions of the import."""
 
+    def developers(self, project_id: str | None = None) -> list[tuple[str, str]]:
+        """(Talent id, name) of the same developers: the partition keys carry the name."""
+
     def close(self) -> None: ...
 
 

@@ -353,11 +353,20 @@ class TopicReplaySource:
         if project_id:
             developer = self._developer_of(project_id)
             return [developer] if developer else []
-        seen: dict[str, None] = {}
+        return list(self._developer_names())
+
+    def developers(self, project_id: str | None = None) -> list[tuple[str, str]]:
+        names = self._developer_names()
+        return [
+            (developer_id, names.get(developer_id, "")) for developer_id in self.developer_ids(project_id)
+        ]
+
+    def _developer_names(self) -> dict[str, str]:
+        seen: dict[str, str] = {}
         for item in self._read_all(DEVELOPER.topic):
             if not is_tombstone(item) and isinstance(item.get("id"), str):
-                seen[item["id"].lower()] = None
-        return list(seen)
+                seen[item["id"].lower()] = str(item.get("name") or "")
+        return seen
 
     def close(self) -> None:
         with self._lock:

@@ -1,0 +1,299 @@
+"""What operators and analysts see in the Dagster UI, on the standard deployment (webserver + daemon
+on the project's dagster.yaml): clicks in a real browser (Playwright driving Debian's chromium) and
+the webserver's GraphQL API.
+
+One stack for the module, a small Talent simulator (2 developers, 4 projects, 48 property objects)
+made slow (latency per request) while an import must be caught running. The browser test saves
+the screenshots the README shows (docs/ui-*.png).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from pin_chessboard_pipelines.talent.simulator import dataset
+from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
+from pin_chessboard_pipelines.talent.simulator.server import SimulatorServer
+from tests.support.dagster_stack import DagsterStack, start_dagster_stack
+from tests.support.polling import wait_until
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+SPEC = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=12)
+SLOW = dataclasses.replace(SPEC, latency_ms=500)  # ~40 s per import at page size 2
+STAGE_ASSETS = ["developers", "projects", "buildings", "layout_groups", "layouts", "property_objects"]
+IMPORT_TAG = {"pin/import": "talent_initial_import"}
+CONFIG = {"resources": {"talent_import": {"config": {"page_size": 2, "workers": 1}}}}
+ENV = {
+    "CHESSBOARD_RECALC_DEBOUNCE_SECONDS": "1",
+    "CHESSBOARD_RECALC_CAP_SECONDS": "5",
+}
+
+
+@dataclasses.dataclass
+class Ui:
+    stack: DagsterStack
+    simulator: SimulatorServer
+    partitions: list[str]
+
+    @property
+    def gql(self):
+        return self.stack.graphql
+
+    def import_runs(self) -> list[dict[str, Any]]:
+        with self.stack.engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT * FROM chessboard.talent_import_runs ORDER BY started_at"))
+            return [dict(r) for r in rows.mappings()]
+
+
+@pytest.fixture(scope="module")
+def ui(pg_server_url: str, pg_template_url: str, kafka_bootstrap: str) -> Iterator[Ui]:
+    template_db = sa.engine.make_url(pg_template_url).database
+    simulator = SimulatorServer(SPEC).start()
+    try:
+        with start_dagster_stack(
+            pg_server_url, template_db, kafka_bootstrap=kafka_bootstrap, talent_api_url=simulator.url, env=ENV
+        ) as stack:
+            with stack.instance() as instance:  # the discovery sensor's first tick adds them
+                wait_until(
+                    lambda: len(instance.get_dynamic_partitions("talent_developers")) == SPEC.developers,
+                    timeout=120,
+                    what="the developer partitions",
+                )
+                partitions = list(instance.get_dynamic_partitions("talent_developers"))
+            yield Ui(stack, simulator, partitions)
+    finally:
+        simulator.stop()
+
+
+@pytest.fixture(scope="module")
+def page(ui: Ui):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.set_default_timeout(30_000)
+        # Dagster's newsletter prompt of a new instance shows up whenever it likes: dismissed
+        page.add_locator_handler(
+            page.get_by_text("Join the Dagster community"),
+            lambda: page.get_by_role("button", name="Skip").click(force=True),
+        )
+        yield page
+        browser.close()
+
+
+def _poll(predicate, timeout: float, what: str):
+    """wait_until at a pace the webserver's event-log queries can take."""
+
+    def paced():
+        value = predicate()
+        if not value:
+            time.sleep(0.3)
+        return value
+
+    return wait_until(paced, timeout=timeout, what=what)
+
+
+def _open(page, ui: Ui, path: str) -> None:
+    page.goto(ui.stack.webserver_url + path)
+
+
+def _newest_run(ui: Ui, since: float, job: str = "__ASSET_JOB") -> dict[str, Any] | None:
+    runs = [r for r in ui.gql.runs(job_name=job, limit=10) if r["creationTime"] >= since]
+    return runs[-1] if runs else None
+
+
+def _asset_materializations(ui: Ui, key: list[str], limit: int = 20) -> list[dict[str, Any]]:
+    data = ui.gql.query(
+        """
+        query M($key: AssetKeyInput!, $limit: Int) {
+          assetNodeOrError(assetKey: $key) {
+            ... on AssetNode {
+              assetMaterializations(limit: $limit) {
+                partition runId
+                metadataEntries { label
+                  ... on IntMetadataEntry { intValue }
+                  ... on TextMetadataEntry { text } }
+              }
+            }
+          }
+        }""",
+        {"key": {"path": key}, "limit": limit},
+    )
+    return data["assetNodeOrError"]["assetMaterializations"]
+
+
+def _metadata(materialization: dict[str, Any]) -> dict[str, Any]:
+    return {e["label"]: e.get("intValue", e.get("text")) for e in materialization["metadataEntries"]}
+
+
+def test_lineage_from_the_talent_sources_to_the_events(ui: Ui, page):
+    data = ui.gql.query("{ assetNodes { assetKey { path } dependencyKeys { path } } }")
+    deps = {
+        "/".join(n["assetKey"]["path"]): {"/".join(d["path"]) for d in n["dependencyKeys"]}
+        for n in data["assetNodes"]
+    }
+    for parent, child in zip(STAGE_ASSETS, STAGE_ASSETS[1:], strict=False):
+        assert deps[child] == {parent, f"talent/{child}"}
+    assert deps["developers"] == {"talent/developers"}
+    assert {"layouts", "property_objects"} <= deps["chessboard_aggregates"]
+    assert deps["pin_chessboard_events"] == {"chessboard_aggregates", *STAGE_ASSETS}
+    _open(page, ui, "/asset-groups")
+    page.get_by_text("talent_import", exact=True).last.wait_for()
+    page.wait_for_timeout(1000)  # the graph lays out
+    page.screenshot(path=str(DOCS / "ui-lineage.png"))
+
+
+def test_materialize_all_with_config_shows_progress_then_terminate_and_resume(ui: Ui, page):
+    ui.simulator.set_spec(SLOW)
+    try:
+        since = time.time()
+        _open(page, ui, "/asset-groups/talent_import")
+        page.get_by_role("button", name="Materialize all").click()
+        dialog = page.locator(".bp5-dialog").filter(has_text="Launch runs to materialize")
+        dialog.get_by_role("button", name="All", exact=True).click()
+        dialog.get_by_text("Config", exact=True).click()
+        dialog.get_by_role("button", name="Add config").click()
+        editor = page.locator(".bp5-dialog").filter(has_text="Config Editor")
+        editor.locator(".CodeMirror").first.click()
+        page.keyboard.insert_text(
+            "resources:\n  talent_import:\n    config:\n      page_size: 2\n      workers: 1\n"
+        )
+        editor.get_by_role("button", name="Save config").click()
+        dialog.get_by_role("button", name="Launch backfill").click()
+
+        run = _poll(lambda: _newest_run(ui, since), timeout=60, what="the backfill's run")
+        run_id = run["runId"]
+        # the page workers' lines and the progress of a long stage, while the run runs
+        _poll(
+            lambda: (
+                {"page-applied", "stage-progress"}
+                <= {m.split(" ", 1)[0] for m in ui.gql.run_messages(run_id)}
+            ),
+            timeout=120,
+            what="page-applied and stage-progress lines",
+        )
+        ui.gql.terminate_run(run_id)  # what the run page's Terminate button calls
+        assert ui.gql.wait_for_run(run_id, timeout=60)["status"] == "CANCELED"
+        _open(page, ui, f"/runs/{run_id}")
+        page.get_by_placeholder("Filter").fill("PropertyObjects")
+        page.get_by_text("stage-progress").first.wait_for()
+        page.get_by_text("page-applied").first.wait_for()
+        page.screenshot(path=str(DOCS / "ui-run-logs.png"))
+        line = next(m for m in ui.gql.run_messages(run_id) if m.startswith("page-applied"))
+        for field in ("RunId=", "CorrelationId=", "Stage=", "PageNo="):
+            assert field in line
+        [started] = ui.import_runs()
+        assert f"RunId={started['id']}" in line and f"CorrelationId={run_id}" in line
+        wait_until(lambda: ui.import_runs()[0]["status"] == "Cancelled", what="the import run Cancelled")
+    finally:
+        ui.simulator.set_spec(SPEC)
+
+    # what the run page's "Re-execute from failure" calls
+    data = ui.gql.query(
+        """
+        mutation R($parent: String!) {
+          launchRunReexecution(reexecutionParams: {parentRunId: $parent, strategy: FROM_FAILURE}) {
+            __typename ... on LaunchRunSuccess { run { runId } } ... on Error { message }
+          }
+        }""",
+        {"parent": run_id},
+    )
+    again = data["launchRunReexecution"]["run"]
+    assert ui.gql.wait_for_run(again["runId"], timeout=120)["status"] == "SUCCESS", ui.stack.log_tail()
+    [resumed] = ui.import_runs()  # the same import run, resumed
+    assert resumed["id"] == started["id"] and resumed["status"] == "Completed"
+    assert resumed["correlation_id"] == run_id and resumed["dagster_run_id"] == again["runId"]
+    assert resumed["stage_counters"]["PropertyObjects"]["applied"] == dataset.count(SPEC, "property-objects")
+
+
+def test_each_developer_partition_carries_its_own_figures(ui: Ui, page):
+    per_developer = SPEC.projects_per_developer * SPEC.objects_per_project
+    latest: dict[str, dict[str, Any]] = {}
+    for m in _asset_materializations(ui, ["property_objects"]):
+        latest.setdefault(m["partition"], _metadata(m))
+    assert set(latest) == set(ui.partitions)
+    for key, metadata in latest.items():
+        assert key.startswith("gk-")  # the developer's name, then its Talent id
+        assert key.endswith(metadata["developer_id"])
+        assert metadata["planned"] == metadata["applied"] == per_developer
+        assert metadata["import_planned"] == dataset.count(SPEC, "property-objects")
+    _open(page, ui, f"/assets/property_objects?view=partitions&partition={ui.partitions[0]}")
+    page.get_by_text("import_planned").first.wait_for()
+    page.screenshot(path=str(DOCS / "ui-partitions.png"))
+
+
+def test_two_imports_launched_together_queue_and_the_cli_refuses(ui: Ui, page):
+    tags = {
+        "dagster/asset_partition_range_start": ui.partitions[0],
+        "dagster/asset_partition_range_end": ui.partitions[-1],
+    }
+    ui.simulator.set_spec(SLOW)
+    try:
+        first, second = (
+            ui.gql.launch_job("__ASSET_JOB", run_config=CONFIG, tags=tags, asset_keys=STAGE_ASSETS)
+            for _ in range(2)
+        )
+
+        def one_running() -> tuple[str, str] | None:
+            statuses = (ui.gql.run(first)["status"], ui.gql.run(second)["status"])
+            return statuses if "STARTED" in statuses else None
+
+        seen = _poll(one_running, timeout=180, what="one of the imports running")
+        assert sorted(seen) == ["QUEUED", "STARTED"]  # the pool holds the other one in the queue
+        running, waiting = (first, second) if seen[0] == "STARTED" else (second, first)
+        _open(page, ui, "/deployment/concurrency/talent_import")
+        page.get_by_text(waiting[:8]).first.wait_for()  # the pool's page lists it as queued
+        page.screenshot(path=str(DOCS / "ui-import-pool.png"))
+        # the CLI keeps the refusal: it waits at most the lock timeout, then exits 2
+        started = time.monotonic()
+        done = ui.stack.cli("import", env={"CHESSBOARD_IMPORT_LOCK_TIMEOUT_SECONDS": "2"}, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("CHESSBOARD_IMPORT_LOCK_HELD"), done.stderr
+        assert time.monotonic() - started < 60
+    finally:
+        ui.simulator.set_spec(SPEC)
+    one = ui.gql.wait_for_run(running, timeout=180)
+    two = ui.gql.wait_for_run(waiting, timeout=180)
+    assert (one["status"], two["status"]) == ("SUCCESS", "SUCCESS"), ui.stack.log_tail()
+    assert two["startTime"] >= one["endTime"]  # never at the same time
+    # every import run, whatever launched it, under one tag
+    tagged = {r["runId"] for r in ui.gql.runs(tags=IMPORT_TAG, limit=50)}
+    assert {first, second} <= tagged
+
+
+def test_the_recalc_sensor_drains_and_the_publishes_are_materializations(ui: Ui):
+    def drained() -> str | None:
+        for run in ui.gql.runs(job_name="project_aggregates_recalc", limit=20):
+            if any(m.startswith("project_recalculated") for m in ui.gql.run_messages(run["runId"])):
+                return run["runId"]
+        return None
+
+    run_id = _poll(drained, timeout=120, what="a drain run with project_recalculated lines")
+    assert ui.gql.run(run_id)["tags"].get("dagster/sensor_name") == "project_aggregates_recalc_sensor"
+    _poll(
+        lambda: _asset_materializations(ui, ["chessboard_aggregates"], 1),
+        timeout=120,
+        what="a chessboard_aggregates materialization",
+    )
+    published = _asset_materializations(ui, ["pin_chessboard_events"], 50)
+    assert any(_metadata(m)["path"] == "fast path" for m in published)

@@ -1,0 +1,27 @@
+"""Pure pieces of the import's Dagster surface: partition keys by developer name, progress figures."""
+
+from __future__ import annotations
+
+from pin_chessboard_pipelines.defs.talent_import.partitions import developer_id_of, partition_key, slug
+from pin_chessboard_pipelines.talent_import.progress import progress_fields
+
+DEVELOPER = "b4294e04-0840-861c-8000-000000000000"
+
+
+def test_a_partition_key_reads_as_the_developer_and_gives_back_its_id():
+    assert slug("ГК Основа 1") == "gk-osnova-1"
+    assert slug("Объединённая Строй-Компания «Подъём» №5") == "obedinennaya-stroy-kompaniya-podem-no5"
+    key = partition_key(DEVELOPER, "ГК Основа 1")
+    assert key == f"gk-osnova-1-{DEVELOPER}"
+    assert developer_id_of(key) == DEVELOPER
+    assert developer_id_of(DEVELOPER) == DEVELOPER  # keys of older deployments: the bare id
+    assert partition_key(DEVELOPER, "«»") == DEVELOPER  # nothing left of the name
+
+
+def test_progress_counts_this_runs_items_only():
+    row = {"pages": 10, "done": 4, "walked": True, "planned": 1000, "processed": 400}
+    figures = progress_fields(row, items_before=200, elapsed=10.0)  # 200 done by an earlier run
+    assert figures == {"Pages": "4/10", "Items": 200, "ItemsPerSecond": "20", "EtaSeconds": "30"}
+    walking = progress_fields({**row, "walked": False}, items_before=0, elapsed=10.0)
+    assert walking["Pages"] == "4/10+" and walking["EtaSeconds"] == "unknown"
+    assert progress_fields(None, 0, 1.0)["Pages"] == "0/0+"
