@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 
-from pin_chessboard_pipelines.events.relay import message_value
+from pin_chessboard_pipelines.events.messages import message_value
 from pin_chessboard_pipelines.recalc.audit import audit, drift
 from pin_chessboard_pipelines.recalc.drain import drain
 from pin_chessboard_pipelines.recalc.enqueue import release_import_requests

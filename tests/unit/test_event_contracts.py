@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pin_chessboard_pipelines.events import payloads as p
+from pin_chessboard_pipelines.events.messages import held_back, kafka_headers
 from pin_chessboard_pipelines.events.outbox import HEADER_NAMES, OutboxEvent, payload_bytes
-from pin_chessboard_pipelines.events.relay import held_back, kafka_headers
 from pin_chessboard_pipelines.events.topics_admin import contract_topics
 from pin_chessboard_pipelines.store import handbook as hb
 

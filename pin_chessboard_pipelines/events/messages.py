@@ -1,0 +1,114 @@
+"""What the relay puts on Kafka, as pure functions of outbox rows: the producer's settings, the
+message headers and value, which rows a failed delivery holds back, and the relay's result.
+The I/O is events/relay.py's."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pin_chessboard_pipelines.events import exact_json
+from pin_chessboard_pipelines.events.outbox import HEADER_NAMES, TRACEPARENT, payload_bytes
+
+DEFAULT_MESSAGE_TIMEOUT_MS = 30_000
+
+
+def producer_config(bootstrap_servers: str, **overrides: Any) -> dict[str, Any]:
+    """The relay's producer: idempotent, acks=all, batched; never auto-creates topics."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap_servers,
+        "client.id": "pin-chessboard-outbox-relay",
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 5,
+        "batch.num.messages": 10_000,
+        "batch.size": 1_000_000,
+        "queue.buffering.max.messages": 200_000,
+        "message.timeout.ms": DEFAULT_MESSAGE_TIMEOUT_MS,
+        "allow.auto.create.topics": False,
+        # the Java client's partitioner: any client computes the same partition for a key
+        "partitioner": "murmur2_random",
+    }
+    config.update(overrides)
+    return config
+
+
+@dataclass
+class RelayResult:
+    published: int = 0  # rows acknowledged by the broker and marked published
+    batches: int = 0
+    failed_attempts: int = 0  # batches with at least one failed delivery (or a broker error)
+    lock_busy: bool = False  # another relay holds the lock: nothing was done here
+    seconds: float = 0.0
+    last_error: str | None = None
+    stopped_early: bool = False  # max_batches / max_seconds / should_stop ended the call
+    failed: bool = False  # the call ended on a failed batch: its rows stay pending
+
+    @property
+    def complete(self) -> bool:
+        """Everything in scope was published (nothing failed or was left by a limit)."""
+        return not (self.failed or self.stopped_early or self.lock_busy)
+
+    @property
+    def messages_per_second(self) -> float:
+        return self.published / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "published": self.published,
+            "batches": self.batches,
+            "failedAttempts": self.failed_attempts,
+            "lockBusy": self.lock_busy,
+            "seconds": round(self.seconds, 3),
+            "messagesPerSecond": round(self.messages_per_second, 1),
+            "lastError": self.last_error,
+            "complete": self.complete,
+        }
+
+
+def kafka_headers(headers_json: str | Mapping[str, Any]) -> list[tuple[str, bytes]]:
+    """The row's headers jsonb as Kafka headers: contract names first, in contract order."""
+    headers = json.loads(headers_json) if isinstance(headers_json, str) else dict(headers_json)
+    out = [(name, str(headers.pop(name)).encode()) for name in HEADER_NAMES if name in headers]
+    out.extend((name, str(value).encode()) for name, value in headers.items())
+    return out
+
+
+# outbox_pending_batch selects the contract headers as columns, in HEADER_NAMES order, from here.
+_FIRST_HEADER_COLUMN = 4
+
+
+def row_headers(row: Any) -> list[tuple[str, str | bytes | None]]:
+    """Kafka headers of a row of `outbox_pending_batch` (contract headers as columns)."""
+    values = row[_FIRST_HEADER_COLUMN : _FIRST_HEADER_COLUMN + len(HEADER_NAMES)]
+    out: list[tuple[str, str | bytes | None]] = [
+        (name, value.encode()) for name, value in zip(HEADER_NAMES, values, strict=True) if value is not None
+    ]
+    if row.extra_headers:
+        out.extend(kafka_headers(row.extra_headers))
+    if row.traceparent_header:  # the writer's trace context, as written (README "Traces")
+        out.append((TRACEPARENT, row.traceparent_header.encode()))
+    return out
+
+
+def message_value(payload_json: str | Mapping[str, Any]) -> bytes:
+    """The payload jsonb (as text) re-encoded by payload_bytes: compact, whatever jsonb printed."""
+    # exact: a jsonb number keeps its digits (987654321098.76543), never through a float
+    payload = exact_json.loads(payload_json) if isinstance(payload_json, str) else payload_json
+    return payload_bytes(dict(payload))
+
+
+def held_back(rows: list[tuple[int, str]], failed_ids: set[int]) -> set[int]:
+    """Ids (of `rows` = [(id, key)] in id order) that must stay unpublished after `failed_ids`
+    failed: the failed ones and every later row of a key that has a failed row before it."""
+    blocked_keys: set[str] = set()
+    held: set[int] = set()
+    for row_id, key in rows:
+        if row_id in failed_ids:
+            blocked_keys.add(key)
+            held.add(row_id)
+        elif key in blocked_keys:
+            held.add(row_id)
+    return held
