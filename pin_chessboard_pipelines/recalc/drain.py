@@ -256,7 +256,7 @@ def drain(
                     result.stopped = "failed"  # honest: due rows are left
                     break
                 run_log.warning(
-                    "recalc_retry projects=%d round=%d wait_seconds=%.1f", len(failed_here), retry_round, wait
+                    "recalc_retry Projects=%d Round=%d WaitSeconds=%.1f", len(failed_here), retry_round, wait
                 )
                 retrying.wait(wait)
                 failed_here -= result.transient_ids
@@ -265,7 +265,7 @@ def drain(
             with engine.connect() as conn:
                 result.batches += 1
                 run_log.info(
-                    "recalc_batch_started size=%d batch=%d correlation_id=%s",
+                    "recalc_batch_started Size=%d Batch=%d CorrelationId=%s",
                     len(batch),
                     result.batches,
                     correlation_id,
@@ -351,7 +351,7 @@ def drain_until(
                 due_in = next_due_in(conn, poison_attempts, exclude=frozenset(backoff))
             looked = True
         except DBAPIError as error:  # the store is unreachable: keep the run, look again after a poll
-            run_log.warning("recalc_drain_store_unavailable error=%s", error_line(error, LAST_ERROR_MAX))
+            run_log.warning("recalc_drain_store_unavailable Error=%s", error_line(error, LAST_ERROR_MAX))
             looked = True
             sleep(poll_seconds)
             continue
@@ -407,7 +407,7 @@ def process_project(
             break
         except DBAPIError as error:
             if _is_transient(error) and attempt < TRANSIENT_RETRIES and not conn.invalidated:
-                logger.info("project_recalc_retry project_id=%s sqlstate=%s", project_id, _sqlstate(error))
+                logger.info("project_recalc_retry ProjectId=%s SqlState=%s", project_id, _sqlstate(error))
                 continue
             return _book_failure(conn, project_id, error, started, poison_attempts, logger, alerts)
         except Exception as error:  # noqa: BLE001 - any failure of one project must not stop the batch
@@ -494,7 +494,7 @@ def _book_failure(
                 {"project_id": str(project_id), "error": message[:LAST_ERROR_MAX]},
             ).scalar()
     except Exception as booking_error:  # noqa: BLE001 - the store is down: the row simply stays
-        alerts.error("project_recalc_failure_not_recorded project_id=%s error=%s", project_id, booking_error)
+        alerts.error("project_recalc_failure_not_recorded ProjectId=%s Error=%s", project_id, booking_error)
     outcome = ProjectOutcome(
         project_id,
         "failed",
@@ -522,8 +522,8 @@ def _observe(outcome: ProjectOutcome, logger: logging.Logger | logging.LoggerAda
             if outcome.republished.get(entity):
                 metrics.RECALC_REPUBLISHED.labels(entity=entity).inc(outcome.republished[entity])
         logger.info(
-            "project_recalculated project_id=%s duration_ms=%.2f republished_project=%d "
-            "republished_layout=%d republished_layout_group=%d buildings_changed=%d coalesced=%d",
+            "project_recalculated ProjectId=%s DurationMs=%.2f RepublishedProject=%d "
+            "RepublishedLayout=%d RepublishedLayoutGroup=%d BuildingsChanged=%d Coalesced=%d",
             outcome.project_id,
             outcome.duration_seconds * 1000,
             outcome.republished.get("project", 0),
@@ -534,11 +534,11 @@ def _observe(outcome: ProjectOutcome, logger: logging.Logger | logging.LoggerAda
         )
     elif outcome.result == "skipped_archived":
         metrics.RECALC_RUNS.labels(result="skipped").inc()
-        logger.info("project_skipped_archived project_id=%s", outcome.project_id)
+        logger.info("project_skipped_archived ProjectId=%s", outcome.project_id)
     else:
         metrics.RECALC_RUNS.labels(result="error").inc()
         alerts.warning(
-            "project_recalc_failed project_id=%s attempt_count=%s error=%s",
+            "project_recalc_failed ProjectId=%s AttemptCount=%s Error=%s",
             outcome.project_id,
             outcome.attempt_count,
             outcome.error,
@@ -546,7 +546,7 @@ def _observe(outcome: ProjectOutcome, logger: logging.Logger | logging.LoggerAda
         if outcome.poisoned:
             metrics.RECALC_POISON.inc()
             alerts.error(
-                "%s project_id=%s attempt_count=%d: the drain skips this row until "
+                "%s ProjectId=%s AttemptCount=%d: the drain skips this row until "
                 "`pin-chessboard recalc reset-poison --project-id %s`",
                 RECALC_POISON,
                 outcome.project_id,

@@ -155,7 +155,7 @@ def test_drain_job_reports_poison_as_a_failed_check(db_url, engine, monkeypatch)
         result = _run(db_url, instance)
         (evaluation,) = result.get_asset_check_evaluations()
         messages = [entry.user_message for entry in instance.all_logs(result.run_id)]
-    assert any(m.startswith("project_recalc_failed") and "attempt_count=1" in m for m in messages)
+    assert any(m.startswith("project_recalc_failed") and "AttemptCount=1" in m for m in messages)
     assert any(m.startswith("CHESSBOARD_RECALC_POISON") and str(bad.id) in m for m in messages)
     assert result.success  # a failed project does not fail the run
     assert evaluation.check_name == POISON_CHECK and not evaluation.passed
