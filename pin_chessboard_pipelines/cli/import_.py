@@ -114,7 +114,11 @@ def run_import_command(
 
     from pin_chessboard_pipelines.defs.talent_import.config import PARTITIONS, TalentImportConfig
     from pin_chessboard_pipelines.defs.talent_import.partitions import add_developer_partitions, partition_key
-    from pin_chessboard_pipelines.defs.talent_import.pool import ensure_import_pool, wait_for_import_pool
+    from pin_chessboard_pipelines.defs.talent_import.pool import (
+        ensure_import_pool,
+        fail_runs_of_gone_imports,
+        wait_for_import_pool,
+    )
     from pin_chessboard_pipelines.defs.talent_import.session import end_session, open_session
     from pin_chessboard_pipelines.runtime.services import database_url, prepare_dagster_home
     from pin_chessboard_pipelines.talent_import import sessions
@@ -126,6 +130,7 @@ def run_import_command(
     # lock, within one CHESSBOARD_IMPORT_LOCK_TIMEOUT_SECONDS (docs/talent-initial-import.md#advisory-lock).
     started = time.monotonic()
     ensure_import_pool(instance)
+    fail_runs_of_gone_imports(instance, database_url(settings))  # a killed import's run is not running
     holding = wait_for_import_pool(instance, settings.import_lock_timeout_seconds)
     if holding:
         raise Refused(

@@ -103,5 +103,11 @@ def add_developer_partitions(instance: dg.DagsterInstance, developers: list[tupl
     """Adds the partitions that are missing; returns them."""
     new = new_developer_partitions(instance, developers)
     if new:
-        instance.add_dynamic_partitions(PARTITIONS, new)
+        try:
+            instance.add_dynamic_partitions(PARTITIONS, new)
+        except Exception:
+            # another process (a second import, the discovery sensor) added some of them first:
+            # what matters is that they exist afterwards
+            if new_developer_partitions(instance, developers):
+                raise
     return new

@@ -12,6 +12,11 @@ from collections.abc import Callable
 import dagster as dg
 
 from pin_chessboard_pipelines.defs.talent_import.config import POOL
+from pin_chessboard_pipelines.store.engine import get_engine
+from pin_chessboard_pipelines.talent_import.lock import LOCK
+
+# A run past these holds the import lock while its process lives; without a holder it is gone.
+STARTED = (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)
 
 HOLDING = [
     dg.DagsterRunStatus.NOT_STARTED,
@@ -27,7 +32,11 @@ def ensure_import_pool(instance: dg.DagsterInstance) -> None:
     otherwise both start."""
     storage = instance.event_log_storage
     if storage.supports_global_concurrency_limits and POOL not in storage.get_concurrency_keys():
-        storage.initialize_concurrency_limit_to_default(POOL)
+        try:
+            storage.initialize_concurrency_limit_to_default(POOL)
+        except Exception:
+            if POOL not in storage.get_concurrency_keys():  # not another process setting it first
+                raise
 
 
 def import_runs_holding_pool(instance: dg.DagsterInstance, exclude: str | None = None) -> list[dg.DagsterRun]:
@@ -39,6 +48,20 @@ def import_runs_holding_pool(instance: dg.DagsterInstance, exclude: str | None =
         and run.run_op_concurrency is not None
         and POOL in (run.run_op_concurrency.all_pools or ())
     ]
+
+
+def fail_runs_of_gone_imports(instance: dg.DagsterInstance, database_url: str) -> list[str]:
+    """Marks failed the started import runs whose process is gone (SIGKILL, a lost host): no
+    session holds the import lock, which a live import keeps for its whole run. Returns their ids."""
+    started = [run for run in import_runs_holding_pool(instance) if run.status in STARTED]
+    if not started:
+        return []
+    with get_engine(database_url).connect() as conn:
+        if LOCK.holder_pid(conn) is not None:
+            return []
+    for run in started:
+        instance.report_run_failed(run, "the import process is gone: no session holds the import lock")
+    return [run.run_id for run in started]
 
 
 def wait_for_import_pool(
