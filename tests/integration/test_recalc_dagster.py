@@ -46,7 +46,7 @@ def test_sensor_skips_when_nothing_is_due(db_url, engine):
         result, context = _sensor(db_url, instance)
     assert isinstance(result, dg.SkipReason)
     assert re.fullmatch(
-        r"the next recalc row is due in 5\ds; a drain run starts 30s ahead", result.skip_message
+        r"the next recalc row is due in (5\d|60)s; a drain run starts 30s ahead", result.skip_message
     )
     assert context.cursor is None
 
