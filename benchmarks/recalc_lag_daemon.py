@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from recalc_bench import _pct, _server, load  # noqa: E402
+from recalc_bench import _pct, load, scratch_server  # noqa: E402
 
 from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, SLOT_TAG  # noqa: E402
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason  # noqa: E402
@@ -163,7 +163,7 @@ def main() -> None:
     args = parser.parse_args()
 
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start", flush=True)
-    server_url, server = _server()
+    server_url, server = scratch_server()
     tag = uuid.uuid4().hex[:8]
     chessboard_db, dagster_db = f"lag_bench_{tag}", f"lag_bench_dagster_{tag}"
     base = Path(tempfile.mkdtemp(prefix="recalc-lag-daemon-"))
