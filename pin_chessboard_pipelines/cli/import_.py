@@ -19,7 +19,7 @@ import time
 import uuid
 
 from pin_chessboard_pipelines.cli.arguments import uuid_argument
-from pin_chessboard_pipelines.cli.jobs import CONSOLE_LOGGER, with_one_line_console
+from pin_chessboard_pipelines.cli.jobs import CONSOLE_LOGGER
 from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK, IMPORT_LOCK_HELD, Refused, error_line
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.retry import Retrier
@@ -43,7 +43,15 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--developer-id", help="Talent developer id: re-sync one developer")
     parser.add_argument("--project-id", help="Talent project id: re-sync one project")
     parser.add_argument("--dry-run", action="store_true", help="validate and count only, write nothing")
-    parser.add_argument("--workers", type=int, default=2, help="parallel page workers (default 2)")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="page workers (threads) per process (default 2)"
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="processes per stage, 1..16 (default 1; OS processes with CHESSBOARD_DAGSTER_EXECUTOR=multiprocess)",
+    )
     parser.set_defaults(func=import_command)
     commands = parser.add_subparsers(dest="import_command", required=False, metavar="replay-failed")
     replay = commands.add_parser(
@@ -76,6 +84,7 @@ def request_of(
         dry_run=args.dry_run,
         correlation_id=correlation_id,
         workers=args.workers,
+        processes=args.processes,
     )
 
 
@@ -112,16 +121,16 @@ def run_import_command(
     # Dagster is imported here: `pin-chessboard --help` stays fast.
     import dagster as dg
 
-    from pin_chessboard_pipelines.defs.talent_import.config import PARTITIONS, TalentImportConfig
+    from pin_chessboard_pipelines.cli.jobs import execute_as_launched
+    from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB, PARTITIONS, TalentImportConfig
     from pin_chessboard_pipelines.defs.talent_import.partitions import add_developer_partitions, partition_key
     from pin_chessboard_pipelines.defs.talent_import.pool import (
         ensure_import_pool,
         fail_runs_of_gone_imports,
         wait_for_import_pool,
     )
-    from pin_chessboard_pipelines.defs.talent_import.session import end_session, open_session
+    from pin_chessboard_pipelines.defs.talent_import.session import build_session
     from pin_chessboard_pipelines.runtime.services import database_url, prepare_dagster_home
-    from pin_chessboard_pipelines.talent_import import sessions
     from pin_chessboard_pipelines.talent_import.progress import ProgressBar
 
     prepare_dagster_home(settings)
@@ -146,9 +155,11 @@ def run_import_command(
         project_id_filter=request.project_id,
         dry_run=request.dry_run,
         workers=request.workers,
+        processes=request.processes,
     )
-    # Source availability, the lock and the run row (refusals happen here, before Dagster starts).
-    session = open_session(
+    # Source availability, the lock (held by this process until the import ends) and the run row:
+    # refusals happen here, before Dagster starts. The run's steps join that row.
+    session = build_session(
         settings,
         database_url(settings),
         config,
@@ -156,6 +167,11 @@ def run_import_command(
         developer_ids=list(request.developer_ids),  # none: every developer, listed without a filter
         dagster_run_id=run_id,
     )
+    try:
+        session.open()
+    except BaseException:
+        session.close()
+        raise
     cause: str | None = None  # why the import stopped, when it stopped before its last stage
     try:
         # The partitions of the run: the filtered developer, the project's developer, or all of them.
@@ -173,11 +189,11 @@ def run_import_command(
             # Nothing to partition by (an empty source, or a project Talent does not list): the same
             # import, without a Dagster run.
             log.info("no developer partition to run: importing without a Dagster run")
-            sessions.pop(run_id)
             return session.run_stages()
         with ProgressBar(session.engine, session.run_id):
-            executed = with_one_line_console(_import_job()).execute_in_process(
-                instance=instance,
+            executed = execute_as_launched(
+                instance,
+                IMPORT_JOB,
                 run_id=run_id,
                 run_config={
                     **CONSOLE_LOGGER,
@@ -186,24 +202,24 @@ def run_import_command(
                 tags={
                     "dagster/asset_partition_range_start": selected[0],
                     "dagster/asset_partition_range_end": selected[-1],
+                    "pin/trigger": "cli",
                 },
-                raise_on_error=False,
             )
         if not executed.success:
             cause = _failure_of(executed)
     except KeyboardInterrupt:
-        end_session(run_id, RunStatus.CANCELLED, "interrupted")
+        session.end(RunStatus.CANCELLED, "interrupted")
+        session.close()
         raise
     except Exception as error:  # before or around the Dagster run: the cause is the run's error
         cause = error_line(error)
         log_event(log, logging.ERROR, "import-failed", RunId=session.run_id, Error=repr(cause))
-    finally:
-        # The assets end the session with the last stage; an import that stopped before ends here.
-        end_session(
-            run_id,
-            RunStatus.CANCELLED if _cancelled(instance, run_id) else RunStatus.FAILED,
-            cause or "the import stopped before its last stage",
-        )
+    # The last stage's barrier completes the run; an import that stopped before ends here.
+    session.end(
+        RunStatus.CANCELLED if _cancelled(instance, run_id) else RunStatus.FAILED,
+        cause or "the import stopped before its last stage",
+    )
+    session.close()
 
     def read() -> runs.Row | None:
         with session.engine.connect() as conn:
@@ -236,10 +252,3 @@ def _failure_of(executed) -> str | None:
             if failure.error is not None:
                 return failure.error.message.strip().splitlines()[0]
     return None
-
-
-def _import_job():
-    from pin_chessboard_pipelines.definitions import defs
-    from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB
-
-    return defs.resolve_job_def(IMPORT_JOB)

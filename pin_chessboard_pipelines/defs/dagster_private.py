@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
+from dagster._core.definitions.reconstruct import ReconstructableRepository
 from dagster._core.errors import DagsterExecutionInterruptedError
+from dagster._core.execution.api import execute_run
+from dagster._core.remote_origin import (
+    ManagedGrpcPythonEnvCodeLocationOrigin,
+    RemoteJobOrigin,
+    RemoteRepositoryOrigin,
+)
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 capture_interrupts: Callable[[], AbstractContextManager[None]] | None
 check_captured_interrupt: Callable[[], bool] | None
@@ -15,4 +23,14 @@ try:
 except ImportError:  # pragma: no cover - a Dagster without the helper: interrupts stay abrupt
     capture_interrupts = check_captured_interrupt = None
 
-__all__ = ["DagsterExecutionInterruptedError", "capture_interrupts", "check_captured_interrupt"]
+__all__ = [
+    "DagsterExecutionInterruptedError",
+    "LoadableTargetOrigin",
+    "ManagedGrpcPythonEnvCodeLocationOrigin",
+    "ReconstructableRepository",
+    "RemoteJobOrigin",
+    "RemoteRepositoryOrigin",
+    "capture_interrupts",
+    "check_captured_interrupt",
+    "execute_run",
+]

@@ -39,6 +39,30 @@ class DryRunState:
     numbers: dict[tuple[str, str], str | None] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
+    def to_json(self) -> dict:
+        """A JSON value of the state, for the next stage's process (talent_import_dry_run_states)."""
+        return {
+            "seen": {
+                entity: {
+                    talent_id: [*row[:2], row.deleted_at.isoformat() if row.deleted_at else None, *row[3:]]
+                    for talent_id, row in rows.items()
+                }
+                for entity, rows in self.seen.items()
+            },
+            "numbers": [[building, number, holder] for (building, number), holder in self.numbers.items()],
+        }
+
+    @staticmethod
+    def from_json(value: dict) -> DryRunState:
+        state = DryRunState()
+        for entity, rows in value.get("seen", {}).items():
+            state.seen[entity] = {
+                talent_id: Seen(row[0], row[1], datetime.fromisoformat(row[2]) if row[2] else None, *row[3:])
+                for talent_id, row in rows.items()
+            }
+        state.numbers = {(building, number): holder for building, number, holder in value.get("numbers", [])}
+        return state
+
 
 @dataclass
 class ApplyContext:

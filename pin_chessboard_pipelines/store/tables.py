@@ -250,6 +250,8 @@ talent_import_runs = Table(
     Column("stage_counters", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("dagster_run_id", String(64)),
     Column("error", Text),
+    # renewed by every live process of the run (its steps, the CLI that launched it): liveness
+    Column("heartbeat_at", DateTime(timezone=True)),
     Index("ix_talent_import_runs_status", "status"),
 )
 
@@ -278,8 +280,21 @@ talent_import_pages = Table(
     Column("tenant_counters", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("last_error", String(1024)),
     _ts("updated_at"),
+    Column("claimed_by", Text),  # <host>:<pid> of the process that claimed the page last (kept after Done)
+    Column("claimed_at", DateTime(timezone=True)),  # when it was claimed last
+    Column("heartbeat_at", DateTime(timezone=True)),  # renewed while the page is worked on
+    Column("finished_at", DateTime(timezone=True)),  # when the page became Done or Failed
     UniqueConstraint("run_id", "stage", "scope", "page_no", name="uq_talent_import_pages_page"),
     Index("ix_talent_import_pages_claim", "run_id", "stage", "status", "page_no"),
+)
+
+# What a DryRun "applied" in a stage (replica/context.py DryRunState), read by its later stages.
+talent_import_dry_run_states = Table(
+    "talent_import_dry_run_states",
+    metadata,
+    Column("run_id", UUID(as_uuid=True), ForeignKey(f"{SCHEMA}.talent_import_runs.id"), primary_key=True),
+    Column("stage", String(16), primary_key=True),
+    Column("state", JSONB, nullable=False),
 )
 
 talent_import_failed_items = Table(

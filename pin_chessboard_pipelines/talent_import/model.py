@@ -28,6 +28,16 @@ class StageFailed(ChessboardError):
     exit_code = EXIT_FAILED
 
 
+class RunEnded(ChessboardError):
+    """The import run was ended by another step of the same Dagster run (Failed or Cancelled)."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, status: str, error: str | None) -> None:
+        super().__init__(f"the import run is {status}: {error or 'no error recorded'}")
+        self.status = status
+
+
 @dataclass(frozen=True)
 class ImportOptions:
     lease_seconds: float = 600  # page lease: 10 min (docs/talent-initial-import.md#pages-and-leases)
@@ -42,6 +52,13 @@ class ImportOptions:
     retry_seconds: float = 1.0  # first backoff step: a failed page is re-claimed after its wait
     idle_poll_seconds: float = 0.05  # a worker without a page looks again after this
     cache_pages: int = 0  # pages the walker hands over in memory; 0 = 2 per worker + 2
+    # Claims of several processes (docs/talent-initial-import.md#pages-and-leases): a process renews
+    # its pages' and its run's heartbeat this often; a page whose heartbeat is older than
+    # dead_seconds is claimed again (a dead worker's page within 90 s); a Running run whose heartbeat
+    # is older than alive_seconds has no live process.
+    heartbeat_seconds: float = 5.0
+    dead_seconds: float = 45.0
+    alive_seconds: float = 90.0
 
     @staticmethod
     def from_settings(settings: Settings, **overrides: Any) -> ImportOptions:
@@ -65,6 +82,8 @@ class StageReport:
     duration_seconds: float
     cancelled: bool = False
     page_durations_ms: list[float] = field(default_factory=list)
+    ended_elsewhere: str | None = None  # the run's status when another process ended it meanwhile
+    failed_pages: int = 0
 
     @property
     def items_per_second(self) -> float:
@@ -75,6 +94,7 @@ class StageReport:
 class ImportRun(Protocol):
     """What the stage runner and the page workers use of the import run (runner.ImportSession)."""
 
+    url: str
     engine: Engine
     request: TalentInitialImportRequest
     source: ImportSource

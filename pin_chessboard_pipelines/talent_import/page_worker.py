@@ -9,6 +9,8 @@ the first error, the page cache, the apply context and the figures of the stage 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 
@@ -44,12 +46,15 @@ class StageWork:
         self.walk_done = threading.Event()
         self.wakeup = threading.Condition()
         self.error: BaseException | None = None
+        self.ended_elsewhere: str | None = None  # the run's status when another process ended it
         self.pages_processed = 0
         self.page_durations_ms: list[float] = []
         self._lock = threading.Lock()
         # pages: backoff from the first failed attempt; store operations: the same budget
         self.backoff = Backoff(initial=self.options.retry_seconds, budget=self.options.page_retry_seconds)
         self.first_failure: dict[int, float] = {}  # page id -> monotonic time of its first failure
+        self.claimed_by = process_name()
+        self._held: set[int] = set()  # the pages this process works on: their heartbeats are renewed
         self.retrying = Retrier(
             self.options.page_retry_seconds,
             should_stop=self.stopping,
@@ -92,10 +97,80 @@ class StageWork:
         while not self.stopping() and time.monotonic() < deadline:
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
+    def hold(self, page_id: int) -> None:
+        with self._lock:
+            self._held.add(page_id)
+
+    def let_go(self, page_id: int) -> None:
+        with self._lock:
+            self._held.discard(page_id)
+
+    def held(self) -> list[int]:
+        with self._lock:
+            return sorted(self._held)
+
     def processed(self, elapsed_ms: float) -> None:
         with self._lock:
             self.pages_processed += 1
             self.page_durations_ms.append(elapsed_ms)
+
+
+def process_name() -> str:
+    """<host>:<pid>, the claimant of the pages this process claims (talent_import_pages.claimed_by)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Heartbeat:
+    """Renews, every `heartbeat_seconds`, the heartbeat of the run and of the pages this process works
+    on, so that their claims stay this process's while it lives; stops the stage's workers when the
+    run ended elsewhere (another process failed it, an operator cancelled it)."""
+
+    def __init__(self, work: StageWork) -> None:
+        self.work = work
+        self._done = threading.Event()
+        self._thread = threading.Thread(
+            target=self._loop, name=f"import-{work.stage.stage}-heartbeat", daemon=True
+        )
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def beat(self) -> str | None:
+        work = self.work
+        with work.session.engine.begin() as conn:
+            return runs.heartbeat(conn, work.session.run_id, work.claimed_by, work.held())
+
+    def _loop(self) -> None:
+        work = self.work
+        while not self._done.wait(self.work.options.heartbeat_seconds):
+            try:
+                status = self.beat()
+            except Exception as error:  # the database restarting: the workers' retries see it too
+                log_event(
+                    log,
+                    logging.WARNING,
+                    "heartbeat-failed",
+                    **work.session.log_fields(work.stage.stage),
+                    Error=repr(error_line(error)),
+                )
+                continue
+            if status != "Running":
+                log_event(
+                    log,
+                    logging.WARNING,
+                    "run-ended-elsewhere",
+                    **work.session.log_fields(work.stage.stage),
+                    Status=status,
+                )
+                work.ended_elsewhere = status
+                work.session.request_stop()
+                work.notify()
+                return
 
 
 class PageWorker:
@@ -128,15 +203,29 @@ class PageWorker:
                         "pin.import.scope": page.scope or "all",
                     },
                 ):
-                    self._process(page)
+                    try:
+                        self._process(page)
+                    finally:
+                        work.let_go(page.id)
         except RetryStopped:
             return
         except BaseException as e:
             work.fail(e)
 
     def _claim(self) -> runs.ClaimedPage | None:
+        options = self.options
         with self.session.engine.begin() as conn:
-            return runs.claim_page(conn, self.session.run_id, self.stage.stage, self.options.lease_seconds)
+            page = runs.claim_page(
+                conn,
+                self.session.run_id,
+                self.stage.stage,
+                options.lease_seconds,
+                claimed_by=self.work.claimed_by,
+                dead_seconds=options.dead_seconds,
+            )
+        if page is not None:
+            self.work.hold(page.id)
+        return page
 
     def _barrier_reached(self) -> bool:
         with self.session.engine.connect() as conn:
@@ -148,12 +237,15 @@ class PageWorker:
     def _process(self, page: runs.ClaimedPage) -> None:
         session, stage = self.session, self.stage
         started = time.perf_counter()
+        # INFO: with several processes, which one took a page (and took over a dead one's) is the story
         log_event(
             log,
-            logging.DEBUG,
+            logging.INFO,
             "page-claimed",
             **session.log_fields(stage.stage, page.page_no),
             Scope=page.scope or "all",
+            ClaimedBy=self.work.claimed_by,
+            Attempts=page.attempts,
         )
         try:
             items = self.work.cache.take(page.id)
@@ -263,9 +355,9 @@ class PageWorker:
             **session.log_fields(stage.stage, page.page_no),
             Scope=page.scope or "all",
             Items=planned,
-            Applied=result.applied,
-            Skipped=result.skipped,
-            Failed=result.failed,
+            ItemsApplied=result.applied,
+            ItemsSkipped=result.skipped,
+            ItemsFailed=result.failed,
             Events=result.events,
             Ms=f"{elapsed_ms:.0f}",
         )

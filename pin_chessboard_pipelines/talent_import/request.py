@@ -16,6 +16,7 @@ from pin_chessboard_pipelines.errors import IMPORT_INVALID_REQUEST, Refused
 PAGE_SIZE_MIN = 1
 PAGE_SIZE_MAX = 2000
 DEFAULT_PAGE_SIZE = 500
+PROCESSES_MAX = 16  # docs/talent-initial-import.md#processes
 WORKERS_MAX = 32
 PROJECT_SCOPE_PREFIX = "project:"
 
@@ -68,7 +69,8 @@ class TalentInitialImportRequest:
     """Mode, DeveloperIdFilter, ProjectIdFilter, PageSize, DryRun and CorrelationId of the request.
 
     `developer_ids` widens DeveloperIdFilter to several developers (a Dagster partition range);
-    `workers` is the number of parallel page workers of this process.
+    `workers` is the number of page workers (threads) of each process; `processes` the number of
+    processes (Dagster steps, pods on Kubernetes) that work on each stage at once.
     """
 
     mode: ImportMode = ImportMode.API_PULL
@@ -78,6 +80,7 @@ class TalentInitialImportRequest:
     dry_run: bool = False
     correlation_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     workers: int = 2
+    processes: int = 1
 
     @property
     def developer_id_filter(self) -> str | None:
@@ -116,6 +119,7 @@ def build_request(
     dry_run: bool = False,
     correlation_id: str | None = None,
     workers: int = 2,
+    processes: int = 1,
 ) -> TalentInitialImportRequest:
     """A validated request (docs/talent-initial-import.md#request); raises Refused(CHESSBOARD_IMPORT_INVALID_REQUEST)."""
     try:
@@ -129,6 +133,11 @@ def build_request(
         raise _refuse(f"PageSize {page_size!r} is out of range {PAGE_SIZE_MIN}..{PAGE_SIZE_MAX}")
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= WORKERS_MAX:
         raise _refuse(f"workers {workers!r} is out of range 1..{WORKERS_MAX}")
+    if isinstance(processes, bool) or not isinstance(processes, int) or not 1 <= processes <= PROCESSES_MAX:
+        raise _refuse(f"processes {processes!r} is out of range 1..{PROCESSES_MAX}")
+    if dry_run and processes > 1:
+        # a DryRun's view of what it 'applied' lives in one process per stage
+        raise _refuse("a DryRun runs on one process: processes must be 1")
     developers = tuple(dict.fromkeys(_talent_id("DeveloperIdFilter", d) for d in developer_ids))
     project = _talent_id("ProjectIdFilter", project_id) if project_id else None
     if correlation_id is not None and not 1 <= len(correlation_id) <= 64:
@@ -141,4 +150,5 @@ def build_request(
         dry_run=bool(dry_run),
         correlation_id=correlation_id or str(uuid.uuid4()),
         workers=workers,
+        processes=processes,
     )

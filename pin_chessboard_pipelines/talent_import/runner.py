@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
 from pin_chessboard_pipelines.entities import ENTITIES, Entity
-from pin_chessboard_pipelines.errors import error_line
+from pin_chessboard_pipelines.errors import IMPORT_LOCK_HELD, Refused, error_line
 from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
@@ -30,6 +31,7 @@ from pin_chessboard_pipelines.talent_import.lock import ImportLock
 from pin_chessboard_pipelines.talent_import.model import (
     ApplyFn,
     ImportOptions,
+    RunEnded,
     StageFailed,
     StageReport,
 )
@@ -66,10 +68,12 @@ class ImportSession:
         self.lock = ImportLock(url)
         self.run: runs.Row | None = None
         self.resumed = False
+        self.opened_here = False  # this process started or resumed the run row (not joined it)
         self.handbook: Handbook | None = None
         self.dry_run_state = DryRunState() if request.dry_run else None
         self.reports: dict[str, StageReport] = {}
         self.walker = True  # False: a worker that joined someone else's run (no lock, no walk)
+        self._heartbeat = RunHeartbeat(self)  # while this process holds the import (the CLI)
         # the root span of this process's share of the run (README "Traces"): open() to close()
         self.trace_span: tracing.Span = tracing.INVALID_SPAN
 
@@ -130,23 +134,35 @@ class ImportSession:
 
     # -- lifecycle
 
-    def open(self) -> ImportSession:
+    def open(self, *, keep_lock: bool = True) -> ImportSession:
         """Source availability, the lock, then the run row (created, or resumed).
 
-        Refusals (Refused) happen before anything is written.
+        Refusals (Refused) happen before anything is written: the source is unavailable, or another
+        import still runs when the lock timeout is spent (it holds the advisory lock, or its run row
+        is Running with a fresh heartbeat). `keep_lock`: this process holds the import for its whole
+        run (the CLI); a Dagster step lets go once the row is written (the pool and the row's
+        heartbeat keep other imports out; docs/talent-initial-import.md#advisory-lock).
         """
         self.source.check_available()
-        self.lock.acquire(self.options.lock_timeout_seconds, should_stop=self.should_stop)
+        started = time.monotonic()
+        timeout = self.options.lock_timeout_seconds
+        self.lock.acquire(timeout, should_stop=self.should_stop)
         try:
             after_lock = getattr(self.source, "after_lock", None)
             if after_lock is not None:  # TopicReplay's group reset: only once the lock is held
                 after_lock()
-            with self.engine.begin() as conn:
-                self.run, self.resumed = runs.start_or_resume_run(conn, self.request, self.dagster_run_id)
+            self.run, self.resumed = self._start_or_resume(deadline=started + timeout)
+            with self.engine.connect() as conn:
                 self.handbook = load_handbook(conn)
         except BaseException:
             self.lock.release()
             raise
+        self.opened_here = True
+        if not keep_lock:
+            self.lock.release()
+        else:
+            self._heartbeat.start()
+        self._load_dry_run_state()
         self._start_trace()
         log_event(
             log,
@@ -158,8 +174,57 @@ class ImportSession:
             Scopes=",".join(k or "all" for k in self.scope_keys),
             PageSize=self.page_size,
             Workers=self.request.workers,
+            Processes=self.request.processes,
         )
         return self
+
+    def _start_or_resume(self, deadline: float) -> tuple[runs.Row, bool]:
+        """Under the lock: the run row, once no other import's run is alive (until `deadline`)."""
+        options = self.options
+        while True:
+            try:
+                with self.engine.begin() as conn:
+                    return runs.start_or_resume_run(
+                        conn,
+                        self.request,
+                        self.dagster_run_id,
+                        alive_seconds=options.alive_seconds,
+                        debounce_seconds=options.debounce_seconds,
+                    )
+            except runs.RunAlive as alive:
+                if time.monotonic() >= deadline or self.should_stop():
+                    raise Refused(
+                        f"another talent initial import is running: {alive}, its heartbeat renewed "
+                        f"within {options.alive_seconds:g} s; gave up after "
+                        f"{options.lock_timeout_seconds:g} s",
+                        IMPORT_LOCK_HELD,
+                    ) from None
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+    def join(self) -> ImportSession:
+        """This process's share of the import of `request.correlation_id`: the Running row of this
+        Dagster run if there is one (the CLI or another step opened it), else opened (started or
+        resumed) here. Every step of a run rebuilds its session this way, from the database."""
+        with self.engine.connect() as conn:
+            row = runs.latest_run_of_correlation(conn, self.request.correlation_id)
+            if (
+                row is not None
+                and row["status"] == RunStatus.RUNNING.value
+                and (self.dagster_run_id is None or row["dagster_run_id"] == self.dagster_run_id)
+            ):
+                self.run = row
+                self.handbook = load_handbook(conn)
+                self._load_dry_run_state()
+                self._start_trace()
+                return self
+            if (
+                row is not None
+                and self.dagster_run_id is not None
+                and row["dagster_run_id"] == self.dagster_run_id
+            ):
+                # another step of this Dagster run ended it (a page failed for good, a cancel)
+                raise RunEnded(row["status"], row["error"])
+        return self.open(keep_lock=False)
 
     def attach(self, run_id: UUID) -> ImportSession:
         """Join a run another process holds, as extra page workers (no lock, no walk)."""
@@ -169,8 +234,26 @@ class ImportSession:
                 raise ValueError(f"no import run {run_id}")
             self.handbook = load_handbook(conn)
         self.walker = False
+        self._load_dry_run_state()
         self._start_trace()
         return self
+
+    def _load_dry_run_state(self) -> None:
+        """A DryRun's view of what its earlier stages 'applied' (each stage may run in another process)."""
+        if self.dry_run_state is None:
+            return
+        with self.engine.connect() as conn:
+            states = runs.dry_run_states(conn, self.run_id)
+        latest = [stage.stage for stage in ENTITIES if stage.stage in states]
+        if latest:
+            self.dry_run_state = DryRunState.from_json(states[latest[-1]])
+
+    def save_dry_run_state(self, stage: Entity) -> None:
+        if self.dry_run_state is None:
+            return
+        state = self.dry_run_state.to_json()
+        with self.engine.begin() as conn:
+            runs.save_dry_run_state(conn, self.run_id, stage.stage, state)
 
     def _start_trace(self) -> None:
         """The import run span; its trace id follows the CorrelationId, so a resumed run (another
@@ -187,6 +270,29 @@ class ImportSession:
             },
             trace_key=self.correlation_id,
         )
+
+    def end(self, status: RunStatus, error: str | None = None) -> runs.Row | None:
+        """Ends the run if it still runs (another process may have ended it first): Failed or
+        Cancelled with its counters, its held recalc requests due. None when it had ended."""
+        if self.run is None:
+            return None
+
+        def end_run() -> runs.Row | None:
+            with self.engine.begin() as conn:
+                release_import_requests(conn, self.run_id, debounce_seconds=self.options.debounce_seconds)
+                return runs.end_running_run(conn, self.run_id, status, error)
+
+        row = Retrier(self.options.page_retry_seconds, fields=self.log_fields)("end the run", end_run)
+        if row is not None:
+            self.run = row
+            log_event(
+                log,
+                logging.WARNING,
+                f"import-{status.value.lower()}",
+                **self.log_fields(),
+                **({"Error": repr(error)} if error else {}),
+            )
+        return row
 
     def finish(self, status: RunStatus, error: str | None = None) -> TalentInitialImportResult:
         """Run row -> Completed / Failed / Cancelled with its stage counters summed from the pages."""
@@ -245,6 +351,7 @@ class ImportSession:
     def close(self) -> None:
         """Releases the lock (every case) and the source's connections."""
         tracing.end_span(self.trace_span)  # a no-op when finish() ended it
+        self._heartbeat.stop()
         try:
             self.lock.release()
         finally:
@@ -276,6 +383,17 @@ class ImportSession:
     def stage_complete(self, stage: Entity) -> bool:
         return stage_runner.stage_complete(self, stage)
 
+    def work_stage(self, stage: Entity) -> StageReport:
+        """This process's share of one stage (a Dagster page step), until the stage's barrier."""
+        with tracing.span(
+            "talent_import.stage",
+            {"pin.import.run_id": self.run_id, "pin.import.stage": stage.stage, "pin.import.process": True},
+            parent=tracing.context_of(self.trace_span),
+        ):
+            report = stage_runner.work_stage(self, stage, walker=True)
+        self.save_dry_run_state(stage)
+        return report
+
     def run_stage(self, stage: Entity) -> StageReport:
         """Plans and processes one stage until its barrier: every walk ended, every page Done."""
         with tracing.span(
@@ -284,6 +402,7 @@ class ImportSession:
             parent=tracing.context_of(self.trace_span),
         ) as span:
             report = stage_runner.run_stage(self, stage)
+            self.save_dry_run_state(stage)
             span.set_attributes(
                 {
                     "pin.import.planned": report.counters.planned,
@@ -295,6 +414,41 @@ class ImportSession:
             )
         self.reports[stage.stage] = report
         return report
+
+
+class RunHeartbeat:
+    """Renews the run's heartbeat while the process that holds the import lives (the CLI waits for
+    its Dagster run meanwhile; the steps of that run renew it too)."""
+
+    def __init__(self, session: ImportSession) -> None:
+        self.session = session
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="import-run-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _loop(self) -> None:
+        session = self.session
+        while not self._done.wait(session.options.heartbeat_seconds):
+            try:
+                with session.engine.begin() as conn:
+                    runs.heartbeat(conn, session.run_id, "", [])
+            except Exception as error:  # the database restarting: the next beat tries again
+                log_event(
+                    log,
+                    logging.WARNING,
+                    "heartbeat-failed",
+                    **session.log_fields(),
+                    Error=repr(error_line(error)),
+                )
 
 
 def run_import(
@@ -330,4 +484,4 @@ def run_import(
     return session.run_stages()
 
 
-__all__ = ["ImportOptions", "ImportSession", "StageFailed", "StageReport", "run_import"]
+__all__ = ["ImportOptions", "ImportSession", "RunEnded", "StageFailed", "StageReport", "run_import"]

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy.engine import Connection, RowMapping
 
+from pin_chessboard_pipelines.recalc.enqueue import release_import_requests
 from pin_chessboard_pipelines.replica.apply import ApplyResult
 from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.talent_import.request import (
@@ -63,28 +65,46 @@ def _same_request(run: Row, request: TalentInitialImportRequest) -> bool:
     )
 
 
+class RunAlive(Exception):
+    """Another import run is Running and one of its processes renewed its heartbeat lately."""
+
+    def __init__(self, run: Row) -> None:
+        super().__init__(f"import run {run['id']} (correlation id {run['correlation_id']}) is running")
+        self.run = run
+
+
 def start_or_resume_run(
-    conn: Connection, request: TalentInitialImportRequest, dagster_run_id: str | None
+    conn: Connection,
+    request: TalentInitialImportRequest,
+    dagster_run_id: str | None,
+    *,
+    alive_seconds: float = 90.0,
+    debounce_seconds: float = 30.0,
 ) -> tuple[Row, bool]:
     """The run row of this import and whether it resumes an earlier attempt (docs/talent-initial-import.md#resume).
 
-    Called with the advisory lock held, so a Running row belongs to a process that died: the same
-    request resumes it, another request abandons it (Failed). Otherwise a Failed or Cancelled run
-    of the same request is resumed: the one of this correlation id (Dagster's "Re-execute from
-    failure"), or else the latest run of all (the operator runs the same import again).
+    Called with the advisory lock held. A Running run of another correlation id whose heartbeat is
+    fresh is alive: RunAlive, nothing written. A Running run without heartbeat for `alive_seconds`
+    is gone (its processes died): the same request resumes it, another request ends it Failed, its
+    held recalc requests released. Otherwise a Failed or Cancelled run of the same request is
+    resumed: the one of this correlation id (Dagster's "Re-execute from failure"), or else the
+    latest run of all (the operator runs the same import again).
     """
     resumable: Row | None = None
-    for run in conn.execute(_q("running_runs")).mappings().all():
+    running = conn.execute(_q("running_runs"), {"alive_seconds": float(alive_seconds)}).mappings().all()
+    for run in running:
+        if run["alive"] and run["correlation_id"] != request.correlation_id:
+            raise RunAlive(run)
+    for run in running:
         if resumable is None and _same_request(run, request):
             resumable = run
         else:
-            conn.execute(
-                _q("finish_run"),
-                {
-                    "run_id": run["id"],
-                    "status": RunStatus.FAILED.value,
-                    "error": f"abandoned: import {request.correlation_id} started with another request",
-                },
+            gone = "its processes are gone (no heartbeat)" if not run["alive"] else "superseded"
+            end_gone_run(
+                conn,
+                run["id"],
+                f"abandoned: {gone}; import {request.correlation_id} started with another request",
+                debounce_seconds,
             )
     queries_of_earlier = ("latest_run_of_correlation", "latest_run")
     for name in queries_of_earlier if resumable is None else ():
@@ -97,10 +117,11 @@ def start_or_resume_run(
             resumable = earlier
             break
     if resumable is not None:
-        # A DryRun's view of what it "applied" lives in memory only: it walks again from the start.
-        conn.execute(
-            _q("delete_pages" if resumable["dry_run"] else "reopen_pages"), {"run_id": resumable["id"]}
-        )
+        if resumable["dry_run"]:  # a DryRun walks again from the start, with an empty view
+            conn.execute(_q("delete_dry_run_states"), {"run_id": resumable["id"]})
+            conn.execute(_q("delete_pages"), {"run_id": resumable["id"]})
+        else:
+            conn.execute(_q("reopen_pages"), {"run_id": resumable["id"]})
         row = (
             conn.execute(_q("resume_run"), {"run_id": resumable["id"], "dagster_run_id": dagster_run_id})
             .mappings()
@@ -137,6 +158,71 @@ def finish_run(conn: Connection, run_id: uuid.UUID, status: RunStatus, error: st
     )
 
 
+def end_gone_run(conn: Connection, run_id: uuid.UUID, error: str, debounce_seconds: float) -> Row | None:
+    """A Running run whose processes are gone: Failed, its held recalc requests due (one per project)."""
+    release_import_requests(conn, run_id, debounce_seconds=debounce_seconds)
+    return end_running_run(conn, run_id, RunStatus.FAILED, error)
+
+
+def end_running_run(
+    conn: Connection, run_id: uuid.UUID, status: RunStatus, error: str | None = None
+) -> Row | None:
+    """Ends the run if it still runs (None: another process ended it first)."""
+    conn.execute(_q("sum_stage_counters"), {"run_id": run_id})
+    return (
+        conn.execute(_q("end_running_run"), {"run_id": run_id, "status": status.value, "error": error})
+        .mappings()
+        .first()
+    )
+
+
+def heartbeat(conn: Connection, run_id: uuid.UUID, claimed_by: str, page_ids: list[int]) -> str | None:
+    """Renews the run's heartbeat and those of `page_ids` (pages this process works on); returns the
+    run's status (None: no such run)."""
+    if page_ids:
+        conn.execute(_q("heartbeat_pages"), {"page_ids": page_ids, "claimed_by": claimed_by})
+    return conn.execute(_q("heartbeat_run"), {"run_id": run_id}).scalar()
+
+
+def save_dry_run_state(conn: Connection, run_id: uuid.UUID, stage: str, state: dict) -> None:
+    conn.execute(_q("save_dry_run_state"), {"run_id": run_id, "stage": stage, "state": json.dumps(state)})
+
+
+def dry_run_states(conn: Connection, run_id: uuid.UUID) -> dict[str, dict]:
+    return {
+        row["stage"]: row["state"]
+        for row in conn.execute(_q("dry_run_states"), {"run_id": run_id}).mappings()
+    }
+
+
+@dataclass(frozen=True)
+class StageFigures:
+    """A stage's pages finished since a moment (this Dagster run's share)."""
+
+    pages: int
+    items: int
+    page_p99_ms: float
+    processes: int
+    seconds: float
+
+    @property
+    def items_per_second(self) -> float:
+        return self.items / self.seconds if self.seconds > 0 else 0.0
+
+
+def stage_figures(conn: Connection, run_id: uuid.UUID, stage: str, since: datetime) -> StageFigures:
+    row = (
+        conn.execute(_q("stage_figures"), {"run_id": run_id, "stage": stage, "since": since}).mappings().one()
+    )
+    return StageFigures(
+        int(row["pages"]),
+        int(row["items"]),
+        float(row["page_p99_ms"]),
+        int(row["processes"]),
+        float(row["seconds"]),
+    )
+
+
 def sum_stage_counters(conn: Connection, run_id: uuid.UUID) -> dict[str, StageCounters]:
     counters = conn.execute(_q("sum_stage_counters"), {"run_id": run_id}).scalar_one()
     return stages_from_mapping(counters)
@@ -144,10 +230,6 @@ def sum_stage_counters(conn: Connection, run_id: uuid.UUID) -> dict[str, StageCo
 
 def get_run(conn: Connection, run_id: uuid.UUID) -> Row | None:
     return conn.execute(_q("run_by_id"), {"run_id": run_id}).mappings().first()
-
-
-def run_of_dagster_run(conn: Connection, dagster_run_id: str) -> Row | None:
-    return conn.execute(_q("run_by_dagster_run_id"), {"dagster_run_id": dagster_run_id}).mappings().first()
 
 
 def result_of(run: Row) -> TalentInitialImportResult:
@@ -198,12 +280,29 @@ def insert_page(
     ).scalar()
 
 
-def claim_page(conn: Connection, run_id: uuid.UUID, stage: str, lease_seconds: float) -> ClaimedPage | None:
+def claim_page(
+    conn: Connection,
+    run_id: uuid.UUID,
+    stage: str,
+    lease_seconds: float,
+    *,
+    claimed_by: str,
+    dead_seconds: float,
+) -> ClaimedPage | None:
+    """The next page of the stage for `claimed_by` (<host>:<pid>); a page whose claimant renewed no
+    heartbeat for `dead_seconds` (a dead process) is claimed again."""
     token = uuid.uuid4()
     row = (
         conn.execute(
             _q("claim_page"),
-            {"run_id": run_id, "stage": stage, "lease_seconds": float(lease_seconds), "claim_token": token},
+            {
+                "run_id": run_id,
+                "stage": stage,
+                "lease_seconds": float(lease_seconds),
+                "claim_token": token,
+                "claimed_by": claimed_by,
+                "dead_seconds": float(dead_seconds),
+            },
         )
         .mappings()
         .first()
@@ -301,6 +400,18 @@ def stuck_runs(conn: Connection, stuck_seconds: float) -> list[Row]:
 
 def failed_items_of_run(conn: Connection, run_id: uuid.UUID) -> list[Row]:
     return list(conn.execute(_q("failed_items_of_run"), {"run_id": run_id}).mappings().all())
+
+
+def alive_correlation_ids(conn: Connection, alive_seconds: float) -> set[str]:
+    """Correlation ids of the Running runs whose heartbeat is younger than `alive_seconds`."""
+    rows = conn.execute(_q("running_runs"), {"alive_seconds": float(alive_seconds)}).mappings()
+    return {row["correlation_id"] for row in rows if row["alive"]}
+
+
+def latest_run_of_correlation(conn: Connection, correlation_id: str) -> Row | None:
+    return (
+        conn.execute(_q("latest_run_of_correlation"), {"correlation_id": correlation_id}).mappings().first()
+    )
 
 
 def latest_finished_run(conn: Connection) -> Row | None:

@@ -18,15 +18,25 @@ from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGES
-from pin_chessboard_pipelines.retry import RetryStopped, transient_reason
+from pin_chessboard_pipelines.retry import Retrier, RetryStopped, transient_reason
+from pin_chessboard_pipelines.store.lock import AdvisoryLock, open_session
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed, StageReport
-from pin_chessboard_pipelines.talent_import.page_worker import PageWorker, StageWork
+from pin_chessboard_pipelines.talent_import.page_worker import Heartbeat, PageWorker, StageWork
 from pin_chessboard_pipelines.talent_import.request import Scope
 from pin_chessboard_pipelines.talent_import.result import StageCounters
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
+
+
+WALK_APPLICATION_NAME = "pin-chessboard-import-walk"  # pg_stat_activity: the process walking a stage
+WALK_LOCK_POLL_SECONDS = 1.0  # a process that does not walk looks again whether the walker is gone
+
+
+def stage_walked(session: ImportRun, stage: Entity) -> bool:
+    with session.engine.connect() as conn:
+        return runs.stage_state(conn, session.run_id, stage.stage).walked_scopes >= set(session.scope_keys)
 
 
 def stage_complete(session: ImportRun, stage: Entity) -> bool:
@@ -35,7 +45,17 @@ def stage_complete(session: ImportRun, stage: Entity) -> bool:
 
 
 def run_stage(session: ImportRun, stage: Entity) -> StageReport:
-    """Plans and processes one stage until its barrier: every walk ended, every page Done."""
+    """Plans and processes one stage in this process until its barrier, then reports it."""
+    started = time.monotonic()
+    worked = work_stage(session, stage, walker=session.walker)
+    return stage_report(session, stage, worked, time.monotonic() - started)
+
+
+def work_stage(session: ImportRun, stage: Entity, *, walker: bool) -> StageReport:
+    """This process's share of one stage: the walk (if `walker` and the stage is not planned yet) and
+    `workers` page workers, until the barrier (every walk ended, every page Done), a failure or a
+    stop. Other processes may work on the same stage at the same time; nothing here is shared with
+    them but the pages."""
     started = time.monotonic()
     work = StageWork(session, stage)
     threads = [
@@ -45,7 +65,7 @@ def run_stage(session: ImportRun, stage: Entity) -> StageReport:
         )
         for i in range(session.request.workers)
     ]
-    if session.walker and not work.retrying("read the stage state", lambda: stage_complete(session, stage)):
+    if walker and not work.retrying("read the stage state", lambda: stage_complete(session, stage)):
         threads.insert(
             0,
             threading.Thread(
@@ -53,38 +73,57 @@ def run_stage(session: ImportRun, stage: Entity) -> StageReport:
             ),
         )
     else:
-        work.walk_done.set()
-    for thread in threads:
-        thread.start()
-    try:
+        work.walk_done.set()  # the barrier says when the walk ended
+    with Heartbeat(work):
         for thread in threads:
-            while thread.is_alive():
-                thread.join(0.2)  # short joins: an interrupt reaches this (main) thread promptly
-    except BaseException:
-        session.request_stop()
-        for thread in threads:
-            thread.join()  # the current pages finish or roll back
-        raise
+            thread.start()
+        try:
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)  # short joins: an interrupt reaches this (main) thread promptly
+        except BaseException:
+            session.request_stop()
+            for thread in threads:
+                thread.join()  # the current pages finish or roll back
+            raise
     if work.error is not None:
         raise work.error
+    return StageReport(
+        stage=stage.stage,
+        counters=StageCounters(),
+        pages=0,
+        pages_processed=work.pages_processed,
+        duration_seconds=time.monotonic() - started,
+        cancelled=work.stopping(),
+        page_durations_ms=work.page_durations_ms,
+        ended_elsewhere=work.ended_elsewhere,
+    )
+
+
+def stage_report(
+    session: ImportRun, stage: Entity, worked: StageReport | None = None, duration_seconds: float = 0.0
+) -> StageReport:
+    """The stage at its barrier as the pages say (every process's work), logged once."""
 
     def read() -> tuple[StageCounters, runs.StageState]:
         with session.engine.begin() as conn:
             return (
-                runs.sum_stage_counters(conn, session.run_id)[stage.stage],
+                runs.sum_stage_counters(conn, session.run_id).get(stage.stage, StageCounters()),
                 runs.stage_state(conn, session.run_id, stage.stage),
             )
 
-    counters, state = work.retrying("read the stage counters", read)
+    retrying = Retrier(session.options.page_retry_seconds, fields=lambda: session.log_fields(stage.stage))
+    counters, state = retrying("read the stage counters", read)
     complete = state.complete(session.scope_keys)
     report = StageReport(
         stage=stage.stage,
         counters=counters,
         pages=state.pages,
-        pages_processed=work.pages_processed,
-        duration_seconds=time.monotonic() - started,
+        pages_processed=worked.pages_processed if worked else 0,
+        duration_seconds=duration_seconds,
         cancelled=not complete,
-        page_durations_ms=work.page_durations_ms,
+        page_durations_ms=worked.page_durations_ms if worked else [],
+        failed_pages=state.failed,
     )
     if complete:
         log_event(
@@ -94,9 +133,9 @@ def run_stage(session: ImportRun, stage: Entity) -> StageReport:
             **session.log_fields(stage.stage),
             Pages=report.pages,
             Planned=counters.planned,
-            Applied=counters.applied,
-            Skipped=counters.skipped,
-            Failed=counters.failed,
+            ItemsApplied=counters.applied,
+            ItemsSkipped=counters.skipped,
+            ItemsFailed=counters.failed,
             DurationSeconds=f"{report.duration_seconds:.2f}",
             ItemsPerSecond=f"{report.items_per_second:.0f}",
         )
@@ -122,21 +161,35 @@ class StageWalker:
         self.options = work.options
 
     def run(self) -> None:
+        """Walks while it holds the stage's walk lock: one walker per stage in the whole cluster; when
+        the walking process dies its session frees the lock and a walker of another process goes on
+        from the last recorded page."""
         work, session, stage = self.work, self.session, self.stage
+        lock = AdvisoryLock(f"Pin:lock:talent-import-walk:{session.run_id}:{stage.stage}")
+        conn = None
         try:
-            for scope_key in session.scope_keys:
-                if not self._walk_scope(scope_key):
-                    return
-            with session.engine.connect() as conn:
-                planned = runs.stage_state(conn, session.run_id, stage.stage)
-            log_event(
-                log, logging.INFO, "stage-planned", **session.log_fields(stage.stage), Pages=planned.pages
-            )
+            conn = open_session(session.url, WALK_APPLICATION_NAME)
+            while not lock.acquire(conn, 0):
+                if work.stopping() or stage_walked(session, stage):
+                    return  # another process walks the stage, or walked it
+                work.sleep(WALK_LOCK_POLL_SECONDS)
+            self._walk()
         except BaseException as e:
             work.fail(e)
         finally:
+            if conn is not None:
+                conn.close()  # ends the session: the walk lock with it
             work.walk_done.set()
             work.notify()
+
+    def _walk(self) -> None:
+        session, stage = self.session, self.stage
+        for scope_key in session.scope_keys:
+            if not self._walk_scope(scope_key):
+                return
+        with session.engine.connect() as conn:
+            planned = runs.stage_state(conn, session.run_id, stage.stage)
+        log_event(log, logging.INFO, "stage-planned", **session.log_fields(stage.stage), Pages=planned.pages)
 
     def _walk_scope(self, scope_key: str) -> bool:
         """False when the walk stopped early (cancelled or failed)."""

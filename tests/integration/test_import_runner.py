@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.defs.talent_import.config import TalentImportConfig
-from pin_chessboard_pipelines.defs.talent_import.session import open_session
+from pin_chessboard_pipelines.defs.talent_import.session import build_session
 from pin_chessboard_pipelines.entities import ENTITIES, STAGE_NAMES
 from pin_chessboard_pipelines.errors import (
     IMPORT_DISABLED,
@@ -187,14 +187,14 @@ def test_flag_off_refuses_before_writing(db_url, engine, talent_sim):
         }
     )
     with pytest.raises(Refused) as refused:
-        open_session(
+        build_session(
             settings,
             db_url,
             TalentImportConfig(),
             correlation_id=str(uuid.uuid4()),
             developer_ids=[],
             dagster_run_id=None,
-        )
+        ).open()
     assert refused.value.code == IMPORT_DISABLED
     assert scalar(engine, "SELECT count(*) FROM chessboard.talent_import_runs") == 0
 

@@ -4,9 +4,16 @@ developers -> projects -> buildings -> layout_groups -> layouts -> property_obje
 DynamicPartitionsDefinition keyed by Talent developer id; the dependency edges are the stage
 barriers. Materializing one partition re-syncs one developer (DeveloperIdFilter); a run over all
 partitions (single-run backfill) lists the source without a developer filter.
+
+Each stage is a graph of steps: `<stage>_plan` -> `<stage>_pages_0..15` -> `<stage>_barrier`; the
+first `processes` page steps run (in OS processes or pods with the multiprocess or k8s executor),
+the others are skipped. Every step rebuilds its session from the database.
 """
 
+import inspect
 import warnings
+from contextlib import nullcontext
+from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
@@ -29,20 +36,20 @@ from pin_chessboard_pipelines.defs.talent_import.config import (
     asset_name,
 )
 from pin_chessboard_pipelines.defs.talent_import.partitions import developer_id_of
-from pin_chessboard_pipelines.defs.talent_import.session import (
-    RunStopProbe,
-    correlation_id_of,
-    developer_ids_of,
-    end_session,
-    open_session,
-)
+from pin_chessboard_pipelines.defs.talent_import.session import step_session
 from pin_chessboard_pipelines.entities import DEVELOPER, ENTITIES, Entity, pin_id
-from pin_chessboard_pipelines.errors import ChessboardError, error_line
-from pin_chessboard_pipelines.talent_import import runs, sessions
+from pin_chessboard_pipelines.errors import error_line
+from pin_chessboard_pipelines.talent_import import runs
+from pin_chessboard_pipelines.talent_import.page_worker import process_name
 from pin_chessboard_pipelines.talent_import.progress import StageProgress
-from pin_chessboard_pipelines.talent_import.request import RunStatus
+from pin_chessboard_pipelines.talent_import.request import PROCESSES_MAX, RunStatus
 from pin_chessboard_pipelines.talent_import.result import StageCounters
-from pin_chessboard_pipelines.talent_import.runner import ImportSession, StageFailed, StageReport
+from pin_chessboard_pipelines.talent_import.runner import ImportSession, RunEnded, StageFailed, StageReport
+from pin_chessboard_pipelines.talent_import.stage_runner import stage_report, stage_walked
+
+# A page step whose process died is started again this many times (it rejoins the stage; the dead
+# process's page is claimed again once its heartbeat is 45 s old).
+WORKER_RETRIES = 3
 
 
 def _stages_in_run(context: dg.AssetExecutionContext) -> list[str]:
@@ -52,15 +59,13 @@ def _stages_in_run(context: dg.AssetExecutionContext) -> list[str]:
     return [
         stage.stage
         for stage in ENTITIES
-        if ASSET_KEYS[stage.stage] in selected and (steps is None or asset_name(stage) in steps)
+        if ASSET_KEYS[stage.stage] in selected and (steps is None or _barrier_step(stage) in steps)
     ]
 
 
-def _p99(values: list[float]) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+def _barrier_step(stage: Entity) -> str:
+    name = asset_name(stage)
+    return f"{name}.{name}_barrier"
 
 
 # What the materialization metadata of a stage asset means, shown on every stage asset's page.
@@ -77,13 +82,14 @@ Materialization metadata (per developer partition):
 | dry_run | a DryRun: the counters say what a real run would do, nothing was written |
 | pages | pages of the stage in the import run |
 | pages_processed | pages this Dagster run applied (the rest were Done in an earlier run of a resumed import) |
-| duration_seconds / items_processed / items_per_second | this Dagster run's own stage time, items and rate |
-| page_p99_ms | p99 of this run's page apply times |
+| processes | how many OS processes (pods) claimed those pages |
+| duration_seconds / items_processed / items_per_second | this Dagster run's own stage time (first claim to last Done), items and rate |
+| page_p99_ms | p99 of this run's page times, claim to Done |
 """
 
 
 def _run_metadata(
-    session: ImportSession, report: StageReport, progress: StageProgress
+    session: ImportSession, report: StageReport, figures: runs.StageFigures
 ) -> dict[str, dg.MetadataValue]:
     """What every partition of the run shares: the import run, and this Dagster run's own work."""
     counters = report.counters
@@ -98,11 +104,12 @@ def _run_metadata(
         "import_skipped": dg.MetadataValue.int(counters.skipped),
         "import_failed": dg.MetadataValue.int(counters.failed),
         "pages": dg.MetadataValue.int(report.pages),
-        "pages_processed": dg.MetadataValue.int(report.pages_processed),
-        "duration_seconds": dg.MetadataValue.float(round(progress.seconds, 3)),
-        "items_processed": dg.MetadataValue.int(progress.items),
-        "items_per_second": dg.MetadataValue.float(round(progress.items_per_second, 1)),
-        "page_p99_ms": dg.MetadataValue.float(round(_p99(report.page_durations_ms), 1)),
+        "pages_processed": dg.MetadataValue.int(figures.pages),
+        "processes": dg.MetadataValue.int(figures.processes),
+        "duration_seconds": dg.MetadataValue.float(round(figures.seconds, 3)),
+        "items_processed": dg.MetadataValue.int(figures.items),
+        "items_per_second": dg.MetadataValue.float(round(figures.items_per_second, 1)),
+        "page_p99_ms": dg.MetadataValue.float(round(figures.page_p99_ms, 1)),
     }
 
 
@@ -124,68 +131,118 @@ def _partition_metadata(session: ImportSession, stage: Entity, partition_keys: l
     return metadata
 
 
-def materialize_stage(
-    context: dg.AssetExecutionContext,
-    stage: Entity,
-    chessboard: ChessboardResource,
-    talent_import: TalentImportConfig,
-) -> dg.MaterializeResult:
-    correlation_id = correlation_id_of(context)
-    session = sessions.get(correlation_id)
-    if session is None:
-        try:
-            session = open_session(
-                chessboard.settings,
-                chessboard.url,
-                talent_import,
-                correlation_id=correlation_id,
-                developer_ids=developer_ids_of(context),
-                dagster_run_id=context.run.run_id,
-                should_stop=RunStopProbe(context.instance, context.run.run_id),
-            )
-        except ChessboardError as error:
-            raise dg.Failure(description=error.line()) from None
-        context.log.info(
-            f"import run {session.run_id} {'resumed' if session.resumed else 'started'} "
-            f"(correlation id {correlation_id}, scopes {session.scope_keys})"
-        )
-    if context.run.tags.get(IMPORT_TAG) != IMPORT_JOB:
-        context.instance.add_run_tags(context.run.run_id, IMPORT_TAGS)  # Runs filtered by it: every import
-    progress = StageProgress(session.engine, session.run_id, stage.stage, session.log_fields(stage.stage))
-    try:
-        with progress:
-            report = session.run_stage(stage)
-        if report.cancelled:
-            raise DagsterExecutionInterruptedError()
-    except StageFailed as error:
-        end_session(correlation_id, RunStatus.FAILED, str(error))
-        raise dg.Failure(
-            description=f"{error} (resumable: re-execute from failure)",
-            metadata={"import_run_id": str(session.run_id)},
-        ) from None
-    except (DagsterExecutionInterruptedError, KeyboardInterrupt):
-        end_session(correlation_id, RunStatus.CANCELLED, "cancelled")
-        raise
-    except Exception as error:
-        # one line, the cause: the run row and the step failure say the same
-        end_session(correlation_id, RunStatus.FAILED, error_line(error))
-        raise dg.Failure(
-            description=f"stage {stage.name} failed: {error_line(error)} (resumable: re-execute from failure)",
-            metadata={"import_run_id": str(session.run_id)},
-        ) from None
-    except BaseException as error:
-        end_session(correlation_id, RunStatus.FAILED, error_line(error))
-        raise
-    if stage.stage == _stages_in_run(context)[-1]:
-        end_session(correlation_id, RunStatus.COMPLETED)
-    if report.counters.applied and not session.request.dry_run:
-        chessboard.relay_outbox(context)
-    for key, own in _partition_metadata(session, stage, list(context.partition_keys)).items():
-        context.add_asset_metadata(own, partition_key=key)
-    return dg.MaterializeResult(
-        metadata=_run_metadata(session, report, progress),
-        check_results=[quarantine_check(session, stage, report)],
+def _failure(session: ImportSession, error: BaseException, stage: Entity) -> dg.Failure:
+    """A stage's failure ends the import run Failed (resumable), first process to see it."""
+    line = str(error) if isinstance(error, (StageFailed, RunEnded)) else error_line(error)
+    if not isinstance(error, RunEnded):
+        session.end(RunStatus.FAILED, line)
+    return dg.Failure(
+        description=f"{line} (resumable: re-execute from failure)"
+        if line.startswith("stage")
+        else f"stage {stage.name} failed: {line} (resumable: re-execute from failure)",
+        metadata={"import_run_id": str(session.run_id)},
     )
+
+
+def _plan(
+    stage: Entity,
+    context: dg.AssetExecutionContext,
+    chessboard: ChessboardResource,
+    config: TalentImportConfig,
+):
+    """The stage's first step: the import run joined (started or resumed by the run's first step),
+    then one output per process that works on the stage; the workers beyond `processes` are skipped."""
+    session = step_session(context, chessboard.settings, chessboard.url, config)
+    try:
+        if session.opened_here:
+            context.log.info(
+                f"import run {session.run_id} {'resumed' if session.resumed else 'started'} "
+                f"(correlation id {session.correlation_id}, scopes {session.scope_keys}, "
+                f"{config.processes} process(es) x {config.workers} worker(s))"
+            )
+        if context.run.tags.get(IMPORT_TAG) != IMPORT_JOB:
+            context.instance.add_run_tags(
+                context.run.run_id, IMPORT_TAGS
+            )  # Runs filtered by it: every import
+    finally:
+        session.close()
+    for index in range(min(config.processes, PROCESSES_MAX)):
+        yield dg.Output(None, _process_output(index))
+
+
+def _work(
+    stage: Entity,
+    index: int,
+    context: dg.AssetExecutionContext,
+    chessboard: ChessboardResource,
+    config: TalentImportConfig,
+) -> None:
+    """One process's page workers of the stage, until its barrier (docs/talent-initial-import.md#processes)."""
+    session = step_session(context, chessboard.settings, chessboard.url, config)
+    try:
+        progress = StageProgress(session.engine, session.run_id, stage.stage, session.log_fields(stage.stage))
+        try:
+            with progress if index == 0 else nullcontext():  # one stage-progress line per stage
+                report = session.work_stage(stage)
+            if report.cancelled and report.ended_elsewhere is None and session.should_stop():
+                raise DagsterExecutionInterruptedError()
+        except (DagsterExecutionInterruptedError, KeyboardInterrupt):
+            session.end(RunStatus.CANCELLED, "cancelled")
+            raise
+        except Exception as error:
+            raise _failure(session, error, stage) from None
+        context.log.info(
+            f"{stage.name}: this process ({process_name()}) applied {report.pages_processed} page(s)"
+        )
+    finally:
+        session.close()
+
+
+def _barrier(
+    stage: Entity,
+    context: dg.AssetExecutionContext,
+    chessboard: ChessboardResource,
+    config: TalentImportConfig,
+):
+    """The stage barrier: every walk ended and every page Done, whoever did them; the stage's
+    materialization (per developer partition) and its check; the import run completed after the
+    last stage of the run."""
+    session = step_session(context, chessboard.settings, chessboard.url, config)
+    try:
+        try:
+            report = stage_report(session, stage)
+            if report.cancelled:
+                raise StageFailed(
+                    f"stage {stage.stage}: the barrier is not reached: {report.pages} page(s), "
+                    f"{report.failed_pages} Failed, the walk "
+                    f"{'ended' if stage_walked(session, stage) else 'did not end'}"
+                )
+            if stage.stage == _stages_in_run(context)[-1]:
+                session.finish(RunStatus.COMPLETED)
+        except Exception as error:
+            raise _failure(session, error, stage) from None
+        if report.counters.applied and not session.request.dry_run:
+            chessboard.relay_outbox(context)
+        for key, own in _partition_metadata(session, stage, list(context.partition_keys)).items():
+            context.add_asset_metadata(own, partition_key=key)
+        since = _run_started(context)
+        with session.engine.connect() as conn:
+            figures = runs.stage_figures(conn, session.run_id, stage.stage, since)
+        context.add_output_metadata(_run_metadata(session, report, figures), output_name="result")
+        yield dg.Output(None, "result")
+        yield quarantine_check(session, stage, report)
+    finally:
+        session.close()
+
+
+def _run_started(context: dg.AssetExecutionContext) -> datetime:
+    record = context.instance.get_run_record_by_id(context.run.run_id)
+    started = record.start_time if record is not None and record.start_time else None
+    return datetime.fromtimestamp(started, UTC) if started else datetime.now(UTC) - timedelta(days=1)
+
+
+def _process_output(index: int) -> str:
+    return f"process_{index}"
 
 
 def _talent_source(stage: Entity) -> dg.AssetSpec:
@@ -204,33 +261,99 @@ TALENT_SOURCES = [_talent_source(stage) for stage in ENTITIES]
 
 
 def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
+    """A graph-backed asset: plan -> PROCESSES_MAX page-worker ops (those beyond `processes` are
+    skipped) -> barrier, with Nothing edges only (no value crosses an IO manager). The executor runs
+    the workers in one process (in_process), in OS processes (multiprocess) or in pods (k8s)."""
     key = ASSET_KEYS[stage.stage]
+    name = asset_name(stage)
+    op_tags = {"pin/stage": stage.stage}
+    upstream = {"talent": dg.In(dg.Nothing), **({"parent": dg.In(dg.Nothing)} if parent else {})}
 
-    @dg.asset(
+    @dg.op(
+        name=f"{name}_plan",
+        ins=upstream,
+        out={_process_output(i): dg.Out(dg.Nothing, is_required=False) for i in range(PROCESSES_MAX)},
+        pool=POOL,
+        tags=op_tags,
+        description=f"Joins (or starts/resumes) the import run; one output per process of stage {stage.stage}",
+    )
+    def plan(
+        context: dg.AssetExecutionContext, chessboard: ChessboardResource, talent_import: TalentImportConfig
+    ):
+        yield from _plan(stage, context, chessboard, talent_import)
+
+    def worker(index: int) -> dg.OpDefinition:
+        @dg.op(
+            name=f"{name}_pages_{index}",
+            ins={"go": dg.In(dg.Nothing)},
+            out=dg.Out(dg.Nothing),
+            pool=POOL,
+            tags=op_tags,
+            # a worker whose process died (SIGKILL, an evicted pod) starts again and rejoins the stage
+            retry_policy=dg.RetryPolicy(max_retries=WORKER_RETRIES, delay=1),
+            description=f"Page workers of stage {stage.stage}, process {index}: claim, read, apply",
+        )
+        def pages(
+            context: dg.AssetExecutionContext,
+            chessboard: ChessboardResource,
+            talent_import: TalentImportConfig,
+        ) -> None:
+            _work(stage, index, context, chessboard, talent_import)
+
+        return pages
+
+    workers = [worker(i) for i in range(PROCESSES_MAX)]
+
+    @dg.op(
+        name=f"{name}_barrier",
+        ins={"pages": dg.In(dg.Nothing)},
+        out={"result": dg.Out(dg.Nothing), _check_output(key): dg.Out(dg.Nothing, is_required=False)},
+        pool=POOL,
+        tags=op_tags,
+        description=f"Stage {stage.stage}'s barrier: every page Done; the materialization and its check",
+    )
+    def barrier(
+        context: dg.AssetExecutionContext, chessboard: ChessboardResource, talent_import: TalentImportConfig
+    ):
+        yield from _barrier(stage, context, chessboard, talent_import)
+
+    def compose(**upstream_assets):
+        started = plan(**upstream_assets)
+        done = [workers[i](started[i]) for i in range(PROCESSES_MAX)]
+        ended = barrier(done)
+        return {"result": ended.result, _check_output(key): getattr(ended, _check_output(key))}
+
+    compose.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in upstream]
+    )
+    compose.__name__ = name
+    return dg.graph_asset(
         key=key,
         group_name=GROUP,
         partitions_def=TALENT_DEVELOPERS,
         backfill_policy=dg.BackfillPolicy.single_run(),
-        pool=POOL,
-        deps=[TALENT_KEYS[stage.stage], *([ASSET_KEYS[parent.stage]] if parent else [])],
+        ins={
+            "talent": dg.AssetIn(TALENT_KEYS[stage.stage], dagster_type=dg.Nothing),
+            **({"parent": dg.AssetIn(ASSET_KEYS[parent.stage], dagster_type=dg.Nothing)} if parent else {}),
+        },
         kinds={"postgres"},
         owners=OWNERS,
         description=f"Talent {stage.name} replicas in `chessboard.{stage.table}`, stage {stage.stage} "
         "of the talent initial import (docs/talent-initial-import.md). One partition per Talent "
         "developer; materializing every partition in one run is the full bootstrap (listed without a "
-        "developer filter); launchpad config: `resources.talent_import.config`.\n" + METADATA_DOC,
+        "developer filter); launchpad config: `resources.talent_import.config` (`processes`: how many "
+        "processes work on each stage).\n" + METADATA_DOC,
         check_specs=[
             dg.AssetCheckSpec(
                 QUARANTINE_CHECK, asset=key, description="no item of this stage was quarantined"
             )
         ],
-    )
-    def _asset(
-        context: dg.AssetExecutionContext, chessboard: ChessboardResource, talent_import: TalentImportConfig
-    ) -> dg.MaterializeResult:
-        return materialize_stage(context, stage, chessboard, talent_import)
+    )(compose)
 
-    return _asset
+
+def _check_output(key: dg.AssetKey) -> str:
+    """The graph output of the stage's quarantine check (graph_asset names it so)."""
+    return f"{key.to_python_identifier()}_{QUARANTINE_CHECK}"
 
 
 with warnings.catch_warnings():

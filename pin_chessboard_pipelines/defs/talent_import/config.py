@@ -73,5 +73,13 @@ class TalentImportConfig(dg.ConfigurableResource):
         default=2,
         ge=1,
         le=32,
-        description="Page workers (threads) of this run; other processes may join the import run.",
+        description="Page workers (threads) of each process that works on a stage.",
+    )
+    processes: int = Field(
+        default=1,
+        ge=1,
+        le=16,
+        description="Processes that work on each stage at once, 1..16: the page steps of a stage "
+        "(OS processes with CHESSBOARD_DAGSTER_EXECUTOR=multiprocess, pods with k8s; one after "
+        "another in_process). Each claims its own pages; a DryRun takes 1.",
     )

@@ -13,9 +13,12 @@ import dagster as dg
 
 from pin_chessboard_pipelines.defs.talent_import.config import POOL
 from pin_chessboard_pipelines.store.engine import get_engine
-from pin_chessboard_pipelines.talent_import.lock import LOCK
+from pin_chessboard_pipelines.talent_import import runs
+from pin_chessboard_pipelines.talent_import.model import ImportOptions
 
-# A run past these holds the import lock while its process lives; without a holder it is gone.
+ALIVE_SECONDS = ImportOptions.alive_seconds
+
+# A run past these renews its import run's heartbeat while one of its processes lives.
 STARTED = (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)
 
 HOLDING = [
@@ -50,18 +53,29 @@ def import_runs_holding_pool(instance: dg.DagsterInstance, exclude: str | None =
     ]
 
 
-def fail_runs_of_gone_imports(instance: dg.DagsterInstance, database_url: str) -> list[str]:
-    """Marks failed the started import runs whose process is gone (SIGKILL, a lost host): no
-    session holds the import lock, which a live import keeps for its whole run. Returns their ids."""
-    started = [run for run in import_runs_holding_pool(instance) if run.status in STARTED]
+def fail_runs_of_gone_imports(
+    instance: dg.DagsterInstance, database_url: str, alive_seconds: float = ALIVE_SECONDS
+) -> list[str]:
+    """Marks failed the started import runs whose processes are gone (SIGKILL, a lost host): none
+    renewed their import run's heartbeat for `alive_seconds` (a run younger than that may not have
+    written its row yet). Run monitoring does the same for runs the daemon launched; this catches
+    the runs of a killed `pin-chessboard import`. Returns their ids."""
+    now = time.time()
+    started = []
+    for run in import_runs_holding_pool(instance):
+        record = instance.get_run_record_by_id(run.run_id) if run.status in STARTED else None
+        if record is not None and (record.start_time or now) < now - alive_seconds:
+            started.append(run)
     if not started:
         return []
     with get_engine(database_url).connect() as conn:
-        if LOCK.holder_pid(conn) is not None:
-            return []
-    for run in started:
-        instance.report_run_failed(run, "the import process is gone: no session holds the import lock")
-    return [run.run_id for run in started]
+        alive = runs.alive_correlation_ids(conn, alive_seconds)
+    gone = [run for run in started if (run.root_run_id or run.run_id) not in alive]
+    for run in gone:
+        instance.report_run_failed(
+            run, f"the import's processes are gone: no heartbeat of its import run for {alive_seconds:g} s"
+        )
+    return [run.run_id for run in gone]
 
 
 def wait_for_import_pool(

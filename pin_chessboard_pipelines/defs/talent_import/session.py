@@ -1,7 +1,8 @@
-"""The import session of a Dagster run: opened by the run's first stage asset (or by
-`pin-chessboard import` before it launches the run), shared by its assets through the correlation
-id (= the root run id, so "Re-execute from failure" resumes the same import run row), ended by the
-last stage (docs/talent-initial-import.md#resume).
+"""The import session of a step: every step of an import's Dagster run (in its own process with the
+multiprocess or Kubernetes executor) rebuilds it from the run row of its correlation id (= the root
+run id, so "Re-execute from failure" resumes the same import run row). The first step of the run
+starts or resumes that row unless `pin-chessboard import` did before it launched the run; the last
+stage's barrier completes it (docs/talent-initial-import.md#resume).
 """
 
 import threading
@@ -16,11 +17,11 @@ from pin_chessboard_pipelines.defs.talent_import.config import (
     TalentImportConfig,
 )
 from pin_chessboard_pipelines.defs.talent_import.partitions import developer_id_of
+from pin_chessboard_pipelines.errors import ChessboardError
 from pin_chessboard_pipelines.settings import Settings
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent.flag import require_talent_sync_enabled
-from pin_chessboard_pipelines.talent_import import runs, sessions
-from pin_chessboard_pipelines.talent_import.request import RunStatus, build_request
+from pin_chessboard_pipelines.talent_import.request import build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession
 from pin_chessboard_pipelines.talent_import.sources import make_source
 
@@ -61,7 +62,33 @@ def developer_ids_of(context: dg.AssetExecutionContext) -> list[str]:
     return [] if set(keys) >= known else list(dict.fromkeys(developer_id_of(key) for key in keys))
 
 
-def open_session(
+def step_session(
+    context: dg.AssetExecutionContext, settings: Settings, database_url: str, config: TalentImportConfig
+) -> ImportSession:
+    """This step's share of the run's import, rebuilt from the database (nothing of another step's
+    process is needed): the Running row of this Dagster run, or the run started or resumed here
+    (refusals raise dg.Failure with the one line)."""
+    session = build_session(
+        settings,
+        database_url,
+        config,
+        correlation_id=correlation_id_of(context),
+        developer_ids=developer_ids_of(context),
+        dagster_run_id=context.run.run_id,
+        should_stop=RunStopProbe(context.instance, context.run.run_id),
+    )
+    try:
+        session.join()
+    except ChessboardError as error:
+        session.close()
+        raise dg.Failure(description=error.line()) from None
+    except BaseException:
+        session.close()
+        raise
+    return session
+
+
+def build_session(
     settings: Settings,
     database_url: str,
     config: TalentImportConfig,
@@ -71,8 +98,7 @@ def open_session(
     dagster_run_id: str | None,
     should_stop: Callable[[], bool] | None = None,
 ) -> ImportSession:
-    """Flag, request, source, lock and run row of an import (refusals raise Refused), registered
-    under its correlation id for the assets of the run."""
+    """Flag, request and source of an import (refusals raise Refused); open() or join() it next."""
     require_talent_sync_enabled(settings)
     request = build_request(
         mode=config.mode,
@@ -82,6 +108,7 @@ def open_session(
         dry_run=config.dry_run,
         correlation_id=correlation_id,
         workers=config.workers,
+        processes=config.processes,
     )
     source = make_source(
         request.mode,
@@ -90,7 +117,7 @@ def open_session(
         dry_run=request.dry_run,
         engine=get_engine(database_url),
     )
-    session = ImportSession(
+    return ImportSession(
         database_url,
         request,
         source,
@@ -98,22 +125,3 @@ def open_session(
         should_stop=should_stop,
         dagster_run_id=dagster_run_id,
     )
-    try:
-        session.open()
-    except BaseException:
-        source.close()
-        raise
-    sessions.register(correlation_id, session)
-    return session
-
-
-def end_session(correlation_id: str, status: RunStatus, error: str | None = None) -> runs.Row | None:
-    """Finishes the run row of a registered session and releases its lock; None if none is open."""
-    session = sessions.pop(correlation_id)
-    if session is None:
-        return None
-    try:
-        session.finish(status, error)
-        return session.run
-    finally:
-        session.close()

@@ -2,8 +2,25 @@
 -- SQLAlchemy bind style (:name), through queries("talent_import").
 
 -- name: running_runs
--- Runs a dead process left Running (the lock holder is the only writer of run rows).
-SELECT * FROM chessboard.talent_import_runs WHERE status = 'Running' ORDER BY started_at
+-- Running runs and whether one of their processes renewed the heartbeat within :alive_seconds.
+SELECT *, COALESCE(heartbeat_at, started_at) > now() - make_interval(secs => :alive_seconds) AS alive
+FROM chessboard.talent_import_runs WHERE status = 'Running' ORDER BY started_at
+
+-- name: heartbeat_run
+-- A live process of the run: its heartbeat; the status says whether the run still runs.
+UPDATE chessboard.talent_import_runs SET heartbeat_at = now()
+WHERE id = :run_id
+RETURNING status
+
+-- name: heartbeat_pages
+-- The pages this process works on: their claims renewed. A page whose transaction runs is locked
+-- by that transaction (nobody can re-claim it meanwhile): skipped, not waited for.
+UPDATE chessboard.talent_import_pages SET heartbeat_at = now()
+WHERE id IN (
+    SELECT id FROM chessboard.talent_import_pages
+    WHERE id = ANY(:page_ids) AND claimed_by = :claimed_by AND status = 'InProgress'
+    FOR UPDATE SKIP LOCKED
+)
 
 -- name: latest_run_of_correlation
 SELECT * FROM chessboard.talent_import_runs
@@ -17,23 +34,18 @@ SELECT * FROM chessboard.talent_import_runs ORDER BY started_at DESC LIMIT 1
 -- name: run_by_id
 SELECT * FROM chessboard.talent_import_runs WHERE id = :run_id
 
--- name: run_by_dagster_run_id
-SELECT * FROM chessboard.talent_import_runs
-WHERE dagster_run_id = :dagster_run_id
-ORDER BY started_at DESC
-LIMIT 1
-
 -- name: insert_run
 INSERT INTO chessboard.talent_import_runs
     (id, mode, status, started_at, correlation_id, dry_run, developer_id_filter, project_id_filter,
-     page_size, scopes, dagster_run_id)
+     page_size, scopes, dagster_run_id, heartbeat_at)
 VALUES (:id, :mode, 'Running', now(), :correlation_id, :dry_run, :developer_id_filter,
-        :project_id_filter, :page_size, CAST(:scopes AS jsonb), :dagster_run_id)
+        :project_id_filter, :page_size, CAST(:scopes AS jsonb), :dagster_run_id, now())
 RETURNING *
 
 -- name: resume_run
 UPDATE chessboard.talent_import_runs
-SET status = 'Running', finished_at = NULL, error = NULL, dagster_run_id = :dagster_run_id
+SET status = 'Running', finished_at = NULL, error = NULL, dagster_run_id = :dagster_run_id,
+    heartbeat_at = now()
 WHERE id = :run_id
 RETURNING *
 
@@ -41,16 +53,35 @@ RETURNING *
 -- Resume: pages a dead or failed attempt left InProgress or Failed are Pending again; the claim
 -- token changes hands, so a straggler of the old attempt cannot mark them Done.
 UPDATE chessboard.talent_import_pages
-SET status = 'Pending', lease_until = NULL, claim_token = NULL, attempts = 0, updated_at = now()
+SET status = 'Pending', lease_until = NULL, claim_token = NULL, attempts = 0, heartbeat_at = NULL,
+    finished_at = NULL, updated_at = now()
 WHERE run_id = :run_id AND status IN ('InProgress', 'Failed')
 
 -- name: delete_pages
 DELETE FROM chessboard.talent_import_pages WHERE run_id = :run_id
 
+-- name: delete_dry_run_states
+DELETE FROM chessboard.talent_import_dry_run_states WHERE run_id = :run_id
+
+-- name: save_dry_run_state
+INSERT INTO chessboard.talent_import_dry_run_states (run_id, stage, state)
+VALUES (:run_id, :stage, CAST(:state AS jsonb))
+ON CONFLICT (run_id, stage) DO UPDATE SET state = excluded.state
+
+-- name: dry_run_states
+SELECT stage, state FROM chessboard.talent_import_dry_run_states WHERE run_id = :run_id
+
 -- name: finish_run
 UPDATE chessboard.talent_import_runs
 SET status = :status, finished_at = now(), error = :error
 WHERE id = :run_id
+RETURNING *
+
+-- name: end_running_run
+-- The first process that sees the run end (a failed page, a cancel) ends it; the others find it ended.
+UPDATE chessboard.talent_import_runs
+SET status = :status, finished_at = now(), error = :error
+WHERE id = :run_id AND status = 'Running'
 RETURNING *
 
 -- name: sum_stage_counters
@@ -89,16 +120,21 @@ ON CONFLICT (run_id, stage, scope, page_no) DO NOTHING
 RETURNING id
 
 -- name: claim_page
--- The first Pending page of the stage by page_no, or one whose lease expired; rows other workers
--- hold are skipped, never waited for (docs/talent-initial-import.md#pages-and-leases).
+-- The first Pending page of the stage by page_no, or one whose claim is dead: its lease expired, or
+-- its claimant stopped renewing the heartbeat :dead_seconds ago. Rows other workers hold are
+-- skipped, never waited for (docs/talent-initial-import.md#pages-and-leases).
 UPDATE chessboard.talent_import_pages AS p
 SET status = 'InProgress', lease_until = now() + make_interval(secs => :lease_seconds),
-    claim_token = :claim_token, updated_at = now()
+    claim_token = :claim_token, claimed_by = :claimed_by, claimed_at = now(), heartbeat_at = now(),
+    updated_at = now()
 WHERE p.id = (
     SELECT c.id
     FROM chessboard.talent_import_pages AS c
     WHERE c.run_id = :run_id AND c.stage = :stage
-      AND (c.status = 'Pending' OR (c.status = 'InProgress' AND c.lease_until < now()))
+      AND (c.status = 'Pending'
+           OR (c.status = 'InProgress'
+               AND (c.lease_until < now()
+                    OR c.heartbeat_at < now() - make_interval(secs => :dead_seconds))))
     ORDER BY c.page_no, c.scope
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -120,7 +156,7 @@ FOR UPDATE
 UPDATE chessboard.talent_import_pages
 SET status = 'Done', lease_until = NULL, items_planned = :planned, items_applied = :applied,
     items_skipped = :skipped, items_failed = :failed, tenant_counters = CAST(:tenant_counters AS jsonb),
-    last_error = NULL, updated_at = now()
+    last_error = NULL, finished_at = now(), updated_at = now()
 WHERE id = :page_id
 
 -- name: stage_tenant_counters
@@ -134,17 +170,19 @@ GROUP BY t.key
 
 -- name: record_page_failure
 -- A failed attempt, in its own transaction: the page stays InProgress and is re-claimed when the
--- (shortened) lease runs out; a permanent failure marks it Failed.
+-- (shortened) lease runs out (no heartbeat: nobody works on it meanwhile); a permanent failure
+-- marks it Failed.
 UPDATE chessboard.talent_import_pages
 SET attempts = attempts + 1, last_error = left(:error, 1024), status = :status,
-    lease_until = now() + make_interval(secs => :retry_seconds), updated_at = now()
+    lease_until = now() + make_interval(secs => :retry_seconds), heartbeat_at = NULL,
+    finished_at = CASE WHEN :status = 'Failed' THEN now() END, updated_at = now()
 WHERE id = :page_id AND claim_token = :claim_token
 RETURNING attempts
 
 -- name: release_page
 -- A claimed page given back unprocessed (cancellation): Pending again, no attempt counted.
 UPDATE chessboard.talent_import_pages
-SET status = 'Pending', lease_until = NULL, claim_token = NULL, updated_at = now()
+SET status = 'Pending', lease_until = NULL, claim_token = NULL, heartbeat_at = NULL, updated_at = now()
 WHERE id = :page_id AND claim_token = :claim_token AND status = 'InProgress'
 
 -- name: stage_state
@@ -197,3 +235,15 @@ SELECT stage, cursor
 FROM chessboard.talent_import_pages
 WHERE run_id = :run_id AND cursor IS NOT NULL
 ORDER BY stage, page_no
+
+-- name: stage_figures
+-- What the pages of a stage finished since :since say (this Dagster run's share of a resumed run):
+-- pages, items, the p99 of their times from claim to Done, and how many processes claimed them.
+SELECT count(*) AS pages,
+       COALESCE(sum(items_applied + items_skipped + items_failed), 0) AS items,
+       COALESCE(percentile_cont(0.99) WITHIN GROUP (
+           ORDER BY extract(epoch FROM finished_at - claimed_at) * 1000), 0) AS page_p99_ms,
+       count(DISTINCT claimed_by) AS processes,
+       COALESCE(extract(epoch FROM max(finished_at) - min(claimed_at)), 0) AS seconds
+FROM chessboard.talent_import_pages
+WHERE run_id = :run_id AND stage = :stage AND status = 'Done' AND finished_at >= :since
