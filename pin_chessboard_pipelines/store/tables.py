@@ -252,6 +252,8 @@ talent_import_runs = Table(
     Column("error", Text),
     # renewed by every live process of the run (its steps, the CLI that launched it): liveness
     Column("heartbeat_at", DateTime(timezone=True)),
+    # its process holds the import lock for the whole run (the CLI): no holder of the lock, no run
+    Column("lock_held", Boolean, nullable=False, server_default="false"),
     Index("ix_talent_import_runs_status", "status"),
 )
 

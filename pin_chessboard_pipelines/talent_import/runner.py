@@ -151,7 +151,7 @@ class ImportSession:
             after_lock = getattr(self.source, "after_lock", None)
             if after_lock is not None:  # TopicReplay's group reset: only once the lock is held
                 after_lock()
-            self.run, self.resumed = self._start_or_resume(deadline=started + timeout)
+            self.run, self.resumed = self._start_or_resume(deadline=started + timeout, keep_lock=keep_lock)
             with self.engine.connect() as conn:
                 self.handbook = load_handbook(conn)
         except BaseException:
@@ -178,19 +178,21 @@ class ImportSession:
         )
         return self
 
-    def _start_or_resume(self, deadline: float) -> tuple[runs.Row, bool]:
+    def _start_or_resume(self, deadline: float, keep_lock: bool) -> tuple[runs.Row, bool]:
         """Under the lock: the run row, once no other import's run is alive (until `deadline`)."""
         options = self.options
         while True:
             try:
                 with self.engine.begin() as conn:
-                    return runs.start_or_resume_run(
+                    row, resumed = runs.start_or_resume_run(
                         conn,
                         self.request,
                         self.dagster_run_id,
                         alive_seconds=options.alive_seconds,
                         debounce_seconds=options.debounce_seconds,
                     )
+                    runs.mark_lock_held(conn, row["id"], keep_lock)
+                    return runs.get_run(conn, row["id"]) or row, resumed
             except runs.RunAlive as alive:
                 if time.monotonic() >= deadline or self.should_stop():
                     raise Refused(
@@ -206,7 +208,9 @@ class ImportSession:
         Dagster run if there is one (the CLI or another step opened it), else opened (started or
         resumed) here. Every step of a run rebuilds its session this way, from the database."""
         with self.engine.connect() as conn:
-            row = runs.latest_run_of_correlation(conn, self.request.correlation_id)
+            row = None if self.dagster_run_id is None else runs.run_of_dagster_run(conn, self.dagster_run_id)
+            if row is None:
+                row = runs.latest_run_of_correlation(conn, self.request.correlation_id)
             if (
                 row is not None
                 and row["status"] == RunStatus.RUNNING.value

@@ -91,7 +91,8 @@ def start_or_resume_run(
     latest run of all (the operator runs the same import again).
     """
     resumable: Row | None = None
-    running = conn.execute(_q("running_runs"), {"alive_seconds": float(alive_seconds)}).mappings().all()
+    params = {"alive_seconds": float(alive_seconds), "lock_free": True}  # the caller holds the lock
+    running = conn.execute(_q("running_runs"), params).mappings().all()
     for run in running:
         if run["alive"] and run["correlation_id"] != request.correlation_id:
             raise RunAlive(run)
@@ -402,10 +403,20 @@ def failed_items_of_run(conn: Connection, run_id: uuid.UUID) -> list[Row]:
     return list(conn.execute(_q("failed_items_of_run"), {"run_id": run_id}).mappings().all())
 
 
-def alive_correlation_ids(conn: Connection, alive_seconds: float) -> set[str]:
-    """Correlation ids of the Running runs whose heartbeat is younger than `alive_seconds`."""
-    rows = conn.execute(_q("running_runs"), {"alive_seconds": float(alive_seconds)}).mappings()
-    return {row["correlation_id"] for row in rows if row["alive"]}
+def running_correlation_ids(conn: Connection, alive_seconds: float, *, lock_free: bool) -> dict[str, bool]:
+    """Correlation id -> alive, of the Running runs (see running_runs)."""
+    params = {"alive_seconds": float(alive_seconds), "lock_free": lock_free}
+    return {
+        row["correlation_id"]: row["alive"] for row in conn.execute(_q("running_runs"), params).mappings()
+    }
+
+
+def mark_lock_held(conn: Connection, run_id: uuid.UUID, lock_held: bool) -> None:
+    conn.execute(_q("mark_lock_held"), {"run_id": run_id, "lock_held": lock_held})
+
+
+def run_of_dagster_run(conn: Connection, dagster_run_id: str) -> Row | None:
+    return conn.execute(_q("run_of_dagster_run"), {"dagster_run_id": dagster_run_id}).mappings().first()
 
 
 def latest_run_of_correlation(conn: Connection, correlation_id: str) -> Row | None:

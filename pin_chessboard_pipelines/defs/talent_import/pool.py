@@ -14,6 +14,7 @@ import dagster as dg
 from pin_chessboard_pipelines.defs.talent_import.config import POOL
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent_import import runs
+from pin_chessboard_pipelines.talent_import.lock import LOCK
 from pin_chessboard_pipelines.talent_import.model import ImportOptions
 
 ALIVE_SECONDS = ImportOptions.alive_seconds
@@ -60,17 +61,21 @@ def fail_runs_of_gone_imports(
     renewed their import run's heartbeat for `alive_seconds` (a run younger than that may not have
     written its row yet). Run monitoring does the same for runs the daemon launched; this catches
     the runs of a killed `pin-chessboard import`. Returns their ids."""
-    now = time.time()
-    started = []
-    for run in import_runs_holding_pool(instance):
-        record = instance.get_run_record_by_id(run.run_id) if run.status in STARTED else None
-        if record is not None and (record.start_time or now) < now - alive_seconds:
-            started.append(run)
+    started = [run for run in import_runs_holding_pool(instance) if run.status in STARTED]
     if not started:
         return []
     with get_engine(database_url).connect() as conn:
-        alive = runs.alive_correlation_ids(conn, alive_seconds)
-    gone = [run for run in started if (run.root_run_id or run.run_id) not in alive]
+        running = runs.running_correlation_ids(conn, alive_seconds, lock_free=LOCK.holder_pid(conn) is None)
+    now = time.time()
+
+    def is_gone(run: dg.DagsterRun) -> bool:
+        alive = running.get(run.root_run_id or run.run_id)
+        if alive is not None:
+            return not alive
+        record = instance.get_run_record_by_id(run.run_id)  # no Running row: young runs may not have one yet
+        return record is not None and (record.start_time or now) < now - alive_seconds
+
+    gone = [run for run in started if is_gone(run)]
     for run in gone:
         instance.report_run_failed(
             run, f"the import's processes are gone: no heartbeat of its import run for {alive_seconds:g} s"

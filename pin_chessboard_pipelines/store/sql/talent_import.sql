@@ -2,9 +2,16 @@
 -- SQLAlchemy bind style (:name), through queries("talent_import").
 
 -- name: running_runs
--- Running runs and whether one of their processes renewed the heartbeat within :alive_seconds.
-SELECT *, COALESCE(heartbeat_at, started_at) > now() - make_interval(secs => :alive_seconds) AS alive
+-- Running runs and whether they are alive: one of their processes renewed the heartbeat within
+-- :alive_seconds, and a run whose process held the import lock still has a holder of it
+-- (:lock_free: nobody holds it, or the caller does).
+SELECT *,
+       COALESCE(heartbeat_at, started_at) > now() - make_interval(secs => :alive_seconds)
+       AND NOT (lock_held AND :lock_free) AS alive
 FROM chessboard.talent_import_runs WHERE status = 'Running' ORDER BY started_at
+
+-- name: mark_lock_held
+UPDATE chessboard.talent_import_runs SET lock_held = :lock_held WHERE id = :run_id
 
 -- name: heartbeat_run
 -- A live process of the run: its heartbeat; the status says whether the run still runs.
@@ -25,6 +32,13 @@ WHERE id IN (
 -- name: latest_run_of_correlation
 SELECT * FROM chessboard.talent_import_runs
 WHERE correlation_id = :correlation_id
+ORDER BY started_at DESC
+LIMIT 1
+
+-- name: run_of_dagster_run
+-- The run a Dagster run works on (its correlation id may be an earlier run's: a CLI that resumed it).
+SELECT * FROM chessboard.talent_import_runs
+WHERE dagster_run_id = :dagster_run_id
 ORDER BY started_at DESC
 LIMIT 1
 

@@ -34,6 +34,13 @@ def upgrade() -> None:
     op.add_column(
         "talent_import_runs", sa.Column("heartbeat_at", sa.DateTime(timezone=True)), schema="chessboard"
     )
+    # The run's process holds the import lock for the whole run (the CLI): once the lock is free, the
+    # run has no live holder, whatever its heartbeat says.
+    op.add_column(
+        "talent_import_runs",
+        sa.Column("lock_held", sa.Boolean(), server_default="false", nullable=False),
+        schema="chessboard",
+    )
     # What a DryRun "applied" in a stage, for the stages after it (each stage may run in its own process).
     op.create_table(
         "talent_import_dry_run_states",
@@ -48,6 +55,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("talent_import_dry_run_states", schema="chessboard")
+    op.drop_column("talent_import_runs", "lock_held", schema="chessboard")
     op.drop_column("talent_import_runs", "heartbeat_at", schema="chessboard")
     for column in ("finished_at", "heartbeat_at", "claimed_at", "claimed_by"):
         op.drop_column("talent_import_pages", column, schema="chessboard")
