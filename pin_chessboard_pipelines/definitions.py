@@ -1,11 +1,13 @@
 """The one root of the Dagster definitions: merges each domain's definitions, sets the executor
-and the resources."""
+(CHESSBOARD_DAGSTER_EXECUTOR, defs/executors.py: the default of every job that names none) and
+the resources."""
 
 from __future__ import annotations
 
 import dagster as dg
 
 from pin_chessboard_pipelines.defs.analytics.definitions import definitions as analytics_definitions
+from pin_chessboard_pipelines.defs.executors import build_executor
 from pin_chessboard_pipelines.defs.metadata import with_metadata_standards
 from pin_chessboard_pipelines.defs.outbox.definitions import definitions as outbox_definitions
 from pin_chessboard_pipelines.defs.recalc.definitions import definitions as recalc_definitions
@@ -28,7 +30,7 @@ def build_definitions() -> dg.Definitions:
             *domains,
             dg.Definitions(
                 resources={"chessboard": ChessboardResource()},
-                executor=dg.in_process_executor,
+                executor=build_executor(),
             ),
         )
     )

@@ -22,6 +22,8 @@ T = TypeVar("T")
 DEFAULT_TALENT_API_URL = "http://127.0.0.1:18080"
 DEFAULT_KAFKA_BOOTSTRAP_SERVERS = "127.0.0.1:19092"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# CHESSBOARD_DAGSTER_EXECUTOR: steps in the run's process, one OS process each, one Kubernetes Job each
+DAGSTER_EXECUTORS = ("in_process", "multiprocess", "k8s")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class Settings:
     talent_api_timeout_seconds: float = 30.0
     # transient failures of a page (source or database) are retried with backoff this long
     import_page_retry_seconds: float = 600.0
+    # the executor of the import and recalc jobs (defs/executors.py), one of DAGSTER_EXECUTORS
+    dagster_executor: str = "in_process"
 
     def __repr__(self) -> str:  # never print the token
         token = "***" if self.talent_api_token else None
@@ -209,7 +213,30 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         import_page_retry_seconds=_parse(
             env, "CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS", 600.0, _seconds(0), "a number of seconds >= 0"
         ),
+        dagster_executor=load_dagster_executor(env),
     )
+
+
+def load_dagster_executor(env: Mapping[str, str] | None = None) -> str:
+    """CHESSBOARD_DAGSTER_EXECUTOR alone: the definitions read it when they load, the rest of the
+    settings when a job or sensor runs."""
+    env = os.environ if env is None else env
+    return _parse(
+        env,
+        "CHESSBOARD_DAGSTER_EXECUTOR",
+        "in_process",
+        _one_of(DAGSTER_EXECUTORS),
+        " | ".join(DAGSTER_EXECUTORS),
+    )
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        if raw not in choices:
+            raise ValueError(raw)
+        return raw
+
+    return parse
 
 
 def _positive_seconds(raw: str) -> float:

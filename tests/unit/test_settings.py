@@ -21,6 +21,7 @@ def test_defaults_need_no_environment():
     assert settings.talent_sync_enabled is True
     assert settings.talent_api_timeout_seconds == 30
     assert settings.import_page_retry_seconds == 600
+    assert settings.dagster_executor == "in_process"
 
 
 @pytest.mark.parametrize(
@@ -42,6 +43,7 @@ def test_defaults_need_no_environment():
         ("TALENT_API_TIMEOUT_SECONDS", "0", "seconds > 0"),
         ("TALENT_API_TIMEOUT_SECONDS", "forever", "seconds > 0"),
         ("CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS", "-1", "seconds >= 0"),
+        ("CHESSBOARD_DAGSTER_EXECUTOR", "celery", "in_process | multiprocess | k8s"),
     ],
 )
 def test_invalid_value_names_the_variable_and_what_it_expects(name, value, expects):

@@ -190,7 +190,7 @@ def drain_recalc_queue(
 @dg.job(
     name=JOB_NAME,
     description="project-aggregates-recalc: drains due rows of project_recalc_requests.",
-    executor_def=dg.in_process_executor,
+    # no executor_def: the one definitions.py sets (CHESSBOARD_DAGSTER_EXECUTOR)
     tags={DRAIN_TAG: SINGLETON_VALUE},
 )
 def project_aggregates_recalc() -> None:

@@ -1,0 +1,36 @@
+"""The executor of the import and recalc jobs, chosen by CHESSBOARD_DAGSTER_EXECUTOR when the
+definitions load (docs/deployment.md#executors): Dagster's own executors, configured by run config.
+
+- `in_process`: every step in the run's process, one after another.
+- `multiprocess`: every step in its own OS process (`execution: config: max_concurrent: N` in the
+  run config; Dagster's default is the number of CPUs).
+- `k8s`: dagster-k8s's `k8s_job_executor`, one Kubernetes Job per step (the extra `[k8s]`);
+  `execution: config:` takes its `job_namespace`, `env_secrets`, `step_k8s_config`, ...
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from pin_chessboard_pipelines.errors import ConfigError
+from pin_chessboard_pipelines.settings import DAGSTER_EXECUTORS, load_dagster_executor
+
+K8S_EXTRA_MISSING = "CHESSBOARD_DAGSTER_EXECUTOR=k8s needs dagster-k8s: install pin_chessboard_pipelines[k8s]"
+
+
+def build_executor(name: str | None = None) -> dg.ExecutorDefinition:
+    """The executor named `name` (default: CHESSBOARD_DAGSTER_EXECUTOR); ConfigError when the
+    name is not one of settings.DAGSTER_EXECUTORS or dagster-k8s is not installed."""
+    name = load_dagster_executor() if name is None else name
+    if name == "in_process":
+        return dg.in_process_executor
+    if name == "multiprocess":
+        return dg.multiprocess_executor
+    if name == "k8s":
+        try:
+            from dagster_k8s import k8s_job_executor  # the extra [k8s]: not needed elsewhere
+        except ImportError:
+            raise ConfigError(K8S_EXTRA_MISSING) from None
+        return k8s_job_executor
+    expected = " | ".join(DAGSTER_EXECUTORS)
+    raise ConfigError(f"CHESSBOARD_DAGSTER_EXECUTOR={name!r} is invalid: expected {expected}")

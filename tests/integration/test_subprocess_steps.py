@@ -1,0 +1,65 @@
+"""A job of the project through a step-delegating executor whose steps are OS processes
+(tests/support/subprocess_executor.py): the code path of the k8s executor, every step in a process
+of its own that reads its configuration from the environment, as a step pod does."""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from pin_chessboard_pipelines.defs.recalc.definitions import AUDIT_CHECK, AUDIT_JOB_NAME, POISON_CHECK
+from pin_chessboard_pipelines.recalc.drain import drain
+from tests.support.polling import wait_until
+from tests.support.recalc_data import StoreBuilder, standard_project
+from tests.support.subprocess_executor import reconstructable_project_job, step_pids
+
+pytestmark = pytest.mark.slow
+
+
+def _running(pid: int) -> bool:
+    """The process exists and has not exited (an exited child not yet reaped is a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_the_audit_job_runs_each_check_in_a_process_of_its_own(db_url, engine, monkeypatch):
+    monkeypatch.setenv("CHESSBOARD_DATABASE_URL", db_url)
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        project = standard_project(b)
+        b.request(project)
+    drain(engine)
+    with engine.begin() as conn:  # drift the audit reports: a stored counter no formula gives
+        conn.execute(
+            sa.text("UPDATE chessboard.projects SET property_objects_free_count = 99 WHERE id = :p"),
+            {"p": project.id},
+        )
+
+    with dg.instance_for_test() as instance:
+        result = dg.execute_job(reconstructable_project_job(AUDIT_JOB_NAME), instance=instance)
+        pids = step_pids(instance, result.run_id)
+        evaluations = {
+            record.event_log_entry.dagster_event.event_specific_data.check_name: (
+                record.event_log_entry.dagster_event.event_specific_data
+            )
+            for record in instance.get_records_for_run(
+                result.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+            ).records
+        }
+
+    assert result.success
+    assert len(pids) == 2  # the two checks, two steps
+    assert len(set(pids.values())) == 2 and os.getpid() not in pids.values()
+    assert not evaluations[AUDIT_CHECK].passed
+    assert evaluations[AUDIT_CHECK].metadata["divergences"].value == 1
+    assert evaluations[POISON_CHECK].passed
+    wait_until(
+        lambda: not any(_running(pid) for pid in pids.values()), timeout=30, what="step processes ended"
+    )

@@ -1,0 +1,84 @@
+"""CHESSBOARD_DAGSTER_EXECUTOR chooses Dagster's executor of the import and recalc jobs
+(defs/executors.py); the definitions load in a fresh interpreter per value, so no test leaves
+another executor behind in this process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pin_chessboard_pipelines.defs.executors import K8S_EXTRA_MISSING, build_executor
+from pin_chessboard_pipelines.errors import ConfigError
+
+# the jobs that follow the variable, and those that stay in process whatever it says
+FOLLOWING = ("talent_initial_import", "project_aggregates_recalc", "chessboard_aggregates_audit")
+IN_PROCESS = ("talent_sync", "outbox_relay", "run_history_retention", "talent_replay_failed")
+
+# one fresh interpreter builds the definitions once per value (unset first)
+PROBE = """
+import json, os, sys
+from pin_chessboard_pipelines.definitions import build_definitions
+found = {}
+for value in [None, "in_process", "multiprocess", "k8s"]:
+    if value is None:
+        os.environ.pop("CHESSBOARD_DAGSTER_EXECUTOR", None)
+    else:
+        os.environ["CHESSBOARD_DAGSTER_EXECUTOR"] = value
+    defs = build_definitions()
+    found[str(value)] = {name: defs.resolve_job_def(name).executor_def.name for name in sys.argv[1:]}
+print(json.dumps(found))
+"""
+
+
+def test_the_variable_chooses_the_executor_of_the_import_and_recalc_jobs():
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *FOLLOWING, *IN_PROCESS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    found = json.loads(done.stdout.splitlines()[-1])
+    expected = {
+        "None": "in_process",
+        "in_process": "in_process",
+        "multiprocess": "multiprocess",
+        "k8s": "k8s",
+    }
+    for value, executor in expected.items():
+        assert {name: found[value][name] for name in FOLLOWING} == dict.fromkeys(FOLLOWING, executor)
+        assert {name: found[value][name] for name in IN_PROCESS} == dict.fromkeys(IN_PROCESS, "in_process")
+
+
+def test_an_invalid_name_is_one_config_error():
+    with pytest.raises(
+        ConfigError,
+        match=r"^CHESSBOARD_DAGSTER_EXECUTOR='celery' is invalid: expected in_process \| multiprocess \| k8s$",
+    ):
+        build_executor("celery")
+
+
+def test_k8s_without_the_extra_is_one_config_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "dagster_k8s", None)  # what `import dagster_k8s` meets without the extra
+    with pytest.raises(ConfigError) as raised:
+        build_executor("k8s")
+    assert str(raised.value) == K8S_EXTRA_MISSING
+    assert "\n" not in K8S_EXTRA_MISSING
+
+
+def test_an_invalid_value_stops_the_cli_with_one_line_and_exit_2():
+    done = subprocess.run(
+        [sys.executable, "-m", "pin_chessboard_pipelines.cli", "recalc", "status"],
+        env={**os.environ, "CHESSBOARD_DAGSTER_EXECUTOR": "threads"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "CHESSBOARD_DAGSTER_EXECUTOR='threads' is invalid: expected in_process | multiprocess | k8s"
+    ]
