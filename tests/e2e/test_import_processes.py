@@ -1,0 +1,159 @@
+"""One import on three OS processes, on the standard deployment (webserver + daemon on the
+project's dagster.yaml, CHESSBOARD_DAGSTER_EXECUTOR=multiprocess), launched through GraphQL as the
+launchpad does: the PropertyObjects pages are claimed by several processes at overlapping times,
+one worker process is SIGKILLed in mid-stage and its page is applied by another process within
+90 s, the run ends SUCCESS with every page Done, the replica equal to the source and nothing
+applied twice; the browser shows the page steps of the run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import sqlalchemy as sa
+
+from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB, PARTITIONS
+from pin_chessboard_pipelines.defs.talent_import.partitions import partition_key
+from pin_chessboard_pipelines.store.engine import get_engine
+from pin_chessboard_pipelines.talent.simulator import dataset
+from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
+from pin_chessboard_pipelines.talent.simulator.server import SimulatorServer
+from tests.faults import invariants
+from tests.support.dagster_stack import DagsterStack, start_dagster_stack
+from tests.support.polling import wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+
+# 48 PropertyObjects pages of 5; each read takes 60 ms, so a page is caught mid-way.
+SPEC = DatasetSpec(developers=2, projects_per_developer=3, objects_per_project=40, latency_ms=60)
+PROCESSES = 3
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def stack(pg_server_url: str, pg_template_url: str, kafka_bootstrap: str) -> Iterator[DagsterStack]:
+    simulator = SimulatorServer(SPEC).start()
+    template = urlsplit(pg_template_url).path.lstrip("/")
+    try:
+        with start_dagster_stack(
+            pg_server_url,
+            template,
+            kafka_bootstrap=kafka_bootstrap,
+            talent_api_url=simulator.url,
+            env={"CHESSBOARD_DAGSTER_EXECUTOR": "multiprocess"},
+        ) as started:
+            yield started
+    finally:
+        simulator.stop()
+
+
+def _pages(url: str) -> list[dict]:
+    with get_engine(url).connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT id, page_no, status, claimed_by, claimed_at, finished_at, heartbeat_at"
+                " FROM chessboard.talent_import_pages WHERE stage = 'PropertyObjects' ORDER BY page_no"
+            )
+        ).mappings()
+        return [dict(r) for r in rows]
+
+
+def _pid(claimed_by: str) -> int:
+    return int(claimed_by.rsplit(":", 1)[1])
+
+
+def _overlapping(pages: list[dict]) -> bool:
+    """Two pages of different processes were worked on at the same time."""
+    for a in pages:
+        for b in pages:
+            if (
+                a["claimed_by"] != b["claimed_by"]
+                and a["claimed_at"] < b["finished_at"]
+                and b["claimed_at"] < a["finished_at"]
+            ):
+                return True
+    return False
+
+
+def test_one_import_on_three_processes_survives_a_killed_worker(stack: DagsterStack, kafka_bootstrap):
+    developers = [
+        partition_key(dataset.entity_id(SPEC, "developers", i), dataset.item(SPEC, "developers", i)["name"])
+        for i in range(SPEC.developers)
+    ]
+    with stack.instance() as instance:
+        instance.add_dynamic_partitions(PARTITIONS, developers)
+    run_id = stack.graphql.launch_job(
+        IMPORT_JOB,
+        run_config={
+            "resources": {"talent_import": {"config": {"processes": PROCESSES, "workers": 1, "page_size": 5}}}
+        },
+        tags={
+            "dagster/asset_partition_range_start": developers[0],
+            "dagster/asset_partition_range_end": developers[-1],
+        },
+    )
+
+    def a_live_claim() -> dict | None:
+        """A PropertyObjects page in progress, with pages of that stage already Done."""
+        pages = _pages(stack.chessboard_url)
+        if sum(p["status"] == "Done" for p in pages) < 3:
+            return None
+        return next((p for p in pages if p["status"] == "InProgress" and p["claimed_by"]), None)
+
+    try:
+        victim = wait_until(a_live_claim, 600, "a PropertyObjects page in progress")
+    except AssertionError:
+        messages = [f"{e.get('stepKey')}: {e.get('message')}" for e in stack.graphql.run_events(run_id)]
+        raise AssertionError(
+            f"run {stack.graphql.run(run_id)}\n" + "\n".join(messages[-60:]) + "\n" + stack.log_tail()
+        ) from None
+    os.kill(_pid(victim["claimed_by"]), signal.SIGKILL)
+    killed_at = dt.datetime.now(dt.UTC)
+
+    run = stack.graphql.wait_for_run(run_id, timeout=600)
+    assert run["status"] == "SUCCESS", stack.log_tail()
+
+    pages = _pages(stack.chessboard_url)
+    assert {p["status"] for p in pages} == {"Done"}
+    taken_over = next(p for p in pages if p["id"] == victim["id"])
+    assert taken_over["claimed_by"] != victim["claimed_by"]  # applied by another process
+    assert (taken_over["claimed_at"] - killed_at).total_seconds() < 90
+    claimants = {p["claimed_by"] for p in pages}
+    assert len(claimants) >= 2, claimants
+    assert _overlapping(pages)
+
+    report = invariants.check_all(stack.chessboard_url, SPEC, audit=False)
+    report.add("applied once", invariants.applied_once(stack.chessboard_url))
+    assert report.ok, str(report)
+
+    steps = {e["stepKey"] for e in stack.graphql.run_events(run_id) if e.get("stepKey")}
+    started = {s for s in steps if s.startswith("property_objects.property_objects_pages_")}
+    assert len(started) == PROCESSES, started  # the page steps beyond `processes` were skipped, not run
+    _shows_the_page_steps(stack, run_id)
+
+
+def _shows_the_page_steps(stack: DagsterStack, run_id: str) -> None:
+    """The run's page in chromium lists the page steps of the stage (one per process)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing: `make test` installs Debian's chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(f"{stack.webserver_url}/runs/{run_id}", wait_until="domcontentloaded")
+            page.get_by_text("property_objects_pages_2").first.wait_for(timeout=90_000)
+            page.screenshot(path=str(DOCS / "ui-import-processes.png"))
+        finally:
+            browser.close()
