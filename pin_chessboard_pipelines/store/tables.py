@@ -227,7 +227,10 @@ handbook_republish = Table(
 
 # The republish of a renamed region / city walks its live projects by id (handbook_sync/).
 Index(
-    "ix_projects_region_live", projects.c.region_id, projects.c.id, postgresql_where=text("deleted_at IS NULL")
+    "ix_projects_region_live",
+    projects.c.region_id,
+    projects.c.id,
+    postgresql_where=text("deleted_at IS NULL"),
 )
 Index("ix_projects_city_live", projects.c.city_id, projects.c.id, postgresql_where=text("deleted_at IS NULL"))
 

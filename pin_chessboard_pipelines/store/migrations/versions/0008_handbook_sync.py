@@ -26,7 +26,9 @@ def upgrade() -> None:
             schema="chessboard",
         )
     # a city may arrive before its region: the handbook service owns that reference
-    op.drop_constraint("fk_handbook_cities_region_id", "handbook_cities", schema="chessboard", type_="foreignkey")
+    op.drop_constraint(
+        "fk_handbook_cities_region_id", "handbook_cities", schema="chessboard", type_="foreignkey"
+    )
     op.create_table(
         "handbook_republish",
         sa.Column("kind", sa.String(length=16), nullable=False),
@@ -35,7 +37,9 @@ def upgrade() -> None:
         sa.Column("after_project_id", postgresql.UUID(as_uuid=True), nullable=True),
         sa.Column("republished", sa.Integer(), server_default="0", nullable=False),
         sa.Column("batches", sa.Integer(), server_default="0", nullable=False),
-        sa.Column("requested_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
+        sa.Column(
+            "requested_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False
+        ),
         sa.Column("updated_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
         sa.CheckConstraint("kind IN ('region', 'city')", name=op.f("ck_handbook_republish_kind_known")),
         sa.PrimaryKeyConstraint("kind", "handbook_id", name=op.f("pk_handbook_republish")),
