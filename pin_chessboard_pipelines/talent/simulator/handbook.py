@@ -79,11 +79,15 @@ def publish_values(bootstrap_servers: str, messages: list[tuple[str, int, dict[s
 
 def publish_handbook(bootstrap_servers: str, version: int = 1) -> dict[str, int]:
     """The shipped regions and cities (store/handbook.py) at `version`; messages per topic."""
-    regions = [(REGIONS_TOPIC, r["id"], region_value(r["id"], r["name"], version)) for r in REGIONS]
-    cities = [
-        (CITIES_TOPIC, c["id"], city_value(c["id"], c["region_id"], c["name"], version)) for c in CITIES
+    regions: list[dict[str, Any]] = list(REGIONS)
+    cities: list[dict[str, Any]] = list(CITIES)
+    messages: list[tuple[str, int, dict[str, Any] | None]] = [
+        (REGIONS_TOPIC, r["id"], region_value(r["id"], r["name"], version)) for r in regions
     ]
-    publish_values(bootstrap_servers, [*regions, *cities])
+    messages += [
+        (CITIES_TOPIC, c["id"], city_value(c["id"], c["region_id"], c["name"], version)) for c in cities
+    ]
+    publish_values(bootstrap_servers, messages)
     return {REGIONS_TOPIC: len(regions), CITIES_TOPIC: len(cities)}
 
 
@@ -105,10 +109,11 @@ def rename_city(
 ) -> dict[str, Any]:
     """A city's rename; its region is the shipped one unless given."""
     if region_id is None:
-        shipped = {c["id"]: c["region_id"] for c in CITIES}
+        cities: list[dict[str, Any]] = list(CITIES)
+        shipped = {c["id"]: c["region_id"] for c in cities}
         if city_id not in shipped:
             raise ValueError(f"city {city_id} is not shipped: give its region id")
-        region_id = shipped[city_id]
+        region_id = int(shipped[city_id])
     value = city_value(city_id, region_id, name, version or rename_version())
     publish_values(bootstrap_servers, [(CITIES_TOPIC, city_id, value)])
     return {"topic": CITIES_TOPIC, "value": value}
