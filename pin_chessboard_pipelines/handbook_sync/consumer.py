@@ -69,6 +69,8 @@ class HandbookSyncResult:
     republished: int = 0  # projects
     republish_batches: int = 0
     longest_transaction_seconds: float = 0.0
+    # the longest transaction that held the handbook rows (a poll batch with its first batches)
+    handbook_transaction_seconds: float = 0.0
     published: int = 0
     retries: int = 0
     seconds: float = 0.0
@@ -88,6 +90,7 @@ class HandbookSyncResult:
             "republished": self.republished,
             "republishBatches": self.republish_batches,
             "longestTransactionSeconds": round(self.longest_transaction_seconds, 3),
+            "handbookTransactionSeconds": round(self.handbook_transaction_seconds, 3),
             "published": self.published,
             "retries": self.retries,
             "seconds": round(self.seconds, 3),
@@ -305,6 +308,7 @@ class HandbookSync:
         result.failed += applied.failed
         result.created += applied.created
         result.longest_transaction_seconds = max(result.longest_transaction_seconds, seconds)
+        result.handbook_transaction_seconds = max(result.handbook_transaction_seconds, seconds)
         IMPORT_FAILED_ITEMS.inc(applied.failed)
         for kind in Kind:  # the older values of an id in the batch count as skipped
             counts = dict((applied.by_topic or {}).get(kind.topic, {"applied": 0, "skipped": 0}))
