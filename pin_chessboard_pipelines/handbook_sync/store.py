@@ -2,9 +2,9 @@
 applying a poll batch of values under the version guard, requesting the republish of renamed
 regions / cities, and one republish batch.
 
-A republish batch is a constant number of statements whatever its size: lock the pending row,
-one UPDATE ... RETURNING of the next `batch_size` live projects (version + 1), the handbook read
-under its shared lock, one COPY of their project-upserted events into the outbox, one UPDATE of
+A republish batch is a constant number of statements whatever its size: the handbook read under
+its shared lock, lock the pending row, one UPDATE ... RETURNING of the next `batch_size` live
+projects (version + 1), one COPY of their project-upserted events into the outbox, one UPDATE of
 the cursor (or the DELETE of the finished pending row).
 """
 
@@ -152,6 +152,8 @@ def republish_batch(
     started = time.perf_counter()
     sql = cursor_queries("handbook")
     key = {"kind": kind.value, "handbook_id": handbook_id}
+    # lock order of every producer: the handbook (shared), then the pending row, then projects
+    handbook = load_handbook_for_publish(conn)
     locked = _rows(conn, sql["lock_republish"], key)
     if not locked:
         return None
@@ -162,7 +164,6 @@ def republish_batch(
         {"handbook_id": handbook_id, "after_project_id": pending.after_project_id, "batch_size": batch_size},
     )
     rows.sort(key=lambda r: r["id"])  # outbox order = id order, as the cursor walks
-    handbook = load_handbook_for_publish(conn)
     events = [
         (payloads.PROJECT_UPSERTED, str(row["id"]), payloads.project_upserted(row, handbook)) for row in rows
     ]

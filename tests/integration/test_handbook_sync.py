@@ -267,3 +267,27 @@ def test_the_handbook_replica_keeps_its_versions(engine):
             conn.execute(sa.text("SELECT DISTINCT version FROM chessboard.handbook_regions")).scalars().all()
         )
     assert versions == [0]  # seeded, never synced
+
+
+def test_a_producer_reading_the_handbook_waits_for_a_rename_and_reads_its_name(engine):
+    """HANDBOOK_CHANGE_LOCK: a transaction that reads the handbook for its events (talent-sync's
+    poll batch, a republish batch) waits while a rename is uncommitted, then reads the new name."""
+    from pin_chessboard_pipelines.store.handbook_replica import load_handbook_for_publish
+
+    seen: dict[str, object] = {}
+    reading = threading.Event()
+
+    def producer() -> None:
+        reading.set()
+        with engine.begin() as conn:
+            seen["name"] = load_handbook_for_publish(conn).regions[77]["name"]
+
+    with engine.begin() as conn:
+        handbook_store.apply_values(conn, [HandbookValue(Kind.REGION, 77, "Москва-2", 2)], [], "test")
+        thread = threading.Thread(target=producer)
+        thread.start()
+        assert reading.wait(10)
+        thread.join(1.0)
+        assert thread.is_alive() and "name" not in seen  # waiting on the rename's transaction
+    thread.join(10)
+    assert seen["name"] == "Москва-2"
