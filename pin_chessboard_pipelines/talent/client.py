@@ -121,7 +121,8 @@ class TalentApiClient:
     def health(self) -> None:
         """One GET /health; raises TalentSourceUnavailable unless it answers 200."""
         try:
-            response = self._session.get(f"{self.base_url}/health", timeout=self.timeout)
+            # the status is the answer: the body is never waited for (stream)
+            response = self._session.get(f"{self.base_url}/health", timeout=self.timeout, stream=True)
         except requests.Timeout:
             raise TalentSourceUnavailable("GET /health failed: timed out") from None
         except requests.RequestException as e:
