@@ -8,6 +8,7 @@ import dagster as dg
 
 from pin_chessboard_pipelines.defs.analytics.definitions import definitions as analytics_definitions
 from pin_chessboard_pipelines.defs.executors import build_executor
+from pin_chessboard_pipelines.defs.handbook_sync.definitions import definitions as handbook_sync_definitions
 from pin_chessboard_pipelines.defs.metadata import with_metadata_standards
 from pin_chessboard_pipelines.defs.outbox.definitions import definitions as outbox_definitions
 from pin_chessboard_pipelines.defs.recalc.definitions import definitions as recalc_definitions
@@ -23,6 +24,7 @@ def build_definitions() -> dg.Definitions:
     domains.append(outbox_definitions())
     domains.append(talent_import_definitions())
     domains.append(talent_sync_definitions())
+    domains.append(handbook_sync_definitions())
     domains.append(analytics_definitions())
     domains.append(run_retention_definitions())
     return with_metadata_standards(

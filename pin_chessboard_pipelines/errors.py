@@ -45,6 +45,8 @@ SYNC_VALIDATION_FAILED = "CHESSBOARD_SYNC_VALIDATION_FAILED"
 SYNC_DUPLICATE_NUMBER = "CHESSBOARD_SYNC_DUPLICATE_NUMBER"
 SYNC_UNKNOWN_REFERENCE = "CHESSBOARD_SYNC_UNKNOWN_REFERENCE"
 SYNC_STATUS_CONFLICT = "CHESSBOARD_SYNC_STATUS_CONFLICT"
+# A project snapshot with another developer than the stored one: a project's owner never changes.
+SYNC_IMMUTABLE_CHANGED = "CHESSBOARD_SYNC_IMMUTABLE_CHANGED"
 RECALC_POISON = "CHESSBOARD_RECALC_POISON"
 SYNC_LOCK_HELD = "CHESSBOARD_SYNC_LOCK_HELD"  # another talent-sync consumer runs
 # The analytics gate: the recalc audit reports drift (a divergence without a pending recalc row).

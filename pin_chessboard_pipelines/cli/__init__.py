@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pin_chessboard_pipelines.cli import (
     db,
     dev,
+    handbook_sync,
     import_,
     metrics,
     outbox,
@@ -28,7 +29,7 @@ from pin_chessboard_pipelines.observability.tracing import configure_tracing
 from pin_chessboard_pipelines.settings import load_settings
 
 # The command groups, in the order of `--help`.
-COMMAND_MODULES = (db, talent_sim, metrics, dev, recalc, outbox, import_, talent_sync)
+COMMAND_MODULES = (db, talent_sim, metrics, dev, recalc, outbox, import_, talent_sync, handbook_sync)
 
 
 def build_parser() -> argparse.ArgumentParser:

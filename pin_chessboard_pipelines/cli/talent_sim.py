@@ -1,4 +1,5 @@
-"""`pin-chessboard talent-sim serve | publish`: the bundled Talent simulator (README.md#commands)."""
+"""`pin-chessboard talent-sim serve | publish | rename`: the bundled Talent simulator and the
+handbook topics of the demo (README.md#commands)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,27 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     _dataset_arguments(publish)
     publish.add_argument("--bootstrap-servers", help="default: KAFKA_BOOTSTRAP_SERVERS")
     publish.add_argument("--tombstone-every", type=int, default=0, help="send every Nth item as a tombstone")
+    publish.add_argument(
+        "--no-handbook",
+        action="store_true",
+        help="skip the handbook topics (pin.handbook.regions.v1 / cities.v1)",
+    )
     publish.set_defaults(func=publish_command)
+
+    rename = commands.add_parser(
+        "rename",
+        help="rename a region or city on the handbook topics (handbook-sync republishes its projects)",
+    )
+    target = rename.add_mutually_exclusive_group(required=True)
+    target.add_argument("--region", type=int, metavar="ID", help="region id, e.g. 77")
+    target.add_argument("--city", type=int, metavar="ID", help="city id, e.g. 1")
+    rename.add_argument("--name", required=True, help="the new display name")
+    rename.add_argument("--region-id", type=int, help="the city's region (default: the shipped one)")
+    rename.add_argument(
+        "--version", type=int, help="the value's version (default: milliseconds since the epoch)"
+    )
+    rename.add_argument("--bootstrap-servers", help="default: KAFKA_BOOTSTRAP_SERVERS")
+    rename.set_defaults(func=rename_command)
 
 
 def _dataset_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,8 +100,32 @@ def publish_command(args: argparse.Namespace) -> int:
         raise ConfigError("talent-sim: --tombstone-every must be >= 0")
     bootstrap = args.bootstrap_servers or load_settings().kafka_bootstrap_servers
     counts = publish_dataset(spec, bootstrap, tombstone_every=args.tombstone_every)
+    if not args.no_handbook:
+        from pin_chessboard_pipelines.talent.simulator.handbook import publish_handbook
+
+        counts.update(publish_handbook(bootstrap))
     print(
         json.dumps({"bootstrapServers": bootstrap, "dataset": args.dataset, "published": counts}),
         file=sys.stdout,
     )
+    return EXIT_OK
+
+
+def rename_command(args: argparse.Namespace) -> int:
+    from pin_chessboard_pipelines.talent.simulator.handbook import rename_city, rename_region
+
+    name = args.name.strip()
+    if not name or len(name) > 128:
+        raise ConfigError("talent-sim rename: --name must be 1..128 characters")
+    if args.version is not None and args.version < 1:
+        raise ConfigError("talent-sim rename: --version must be >= 1")
+    bootstrap = args.bootstrap_servers or load_settings().kafka_bootstrap_servers
+    if args.region is not None:
+        published = rename_region(bootstrap, args.region, name, args.version)
+    else:
+        try:
+            published = rename_city(bootstrap, args.city, name, args.region_id, args.version)
+        except ValueError as e:
+            raise ConfigError(f"talent-sim rename: {e}") from None
+    print(json.dumps({"bootstrapServers": bootstrap, **published}, ensure_ascii=False), file=sys.stdout)
     return EXIT_OK

@@ -261,6 +261,33 @@ TALENT_SYNC_LAG = Gauge(
     "Messages of the Talent topics not yet applied by the running streaming sync",
     mode="livemax",
 )
+TALENT_SYNC_LAG_SECONDS = Gauge(
+    "chessboard_talent_sync_lag_seconds",
+    "Age of the oldest Talent topic message the running streaming sync has not applied (0 = caught up)",
+    mode="livemax",
+)
+
+# -- handbook-sync (docs/store.md#handbook-sync) -----------------------------------------------
+HANDBOOK_SYNC_MESSAGES = Counter(
+    "chessboard_handbook_sync_messages_total",
+    "Handbook topic messages applied by handbook-sync, by topic and result",
+    ("topic", "result"),
+)
+HANDBOOK_REPUBLISHED = Counter(
+    "chessboard_handbook_republished_projects_total",
+    "Projects republished (project-upserted, version + 1) after a region / city rename",
+    ("kind",),
+)
+HANDBOOK_REPUBLISH_BATCH_DURATION = Histogram(
+    "chessboard_handbook_republish_batch_duration_seconds",
+    "One republish batch's transaction (statements and commit)",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+HANDBOOK_SYNC_LAG = Gauge(
+    "chessboard_handbook_sync_lag_messages",
+    "Messages of the handbook topics not yet applied by the running handbook-sync",
+    mode="livemax",
+)
 
 ALL: tuple[Counter | Histogram | Gauge, ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Counter | Histogram | Gauge)

@@ -38,6 +38,7 @@ from sqlalchemy.engine import Connection
 from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.errors import (
     SYNC_DUPLICATE_NUMBER,
+    SYNC_IMMUTABLE_CHANGED,
     SYNC_STATUS_CONFLICT,
     SYNC_VALIDATION_FAILED,
 )
@@ -158,7 +159,7 @@ def _projects_to_change(view: ReplicaView, batch: Batch, items: list[Item]) -> d
         if rules.check_parents(entity, values, item.record, parents, extra_parents) is not None:
             continue
         old = existing.get(item.talent_id)
-        if rules.is_stale(old, item.record.version):
+        if rules.is_stale(old, item.record.version) or rules.owner_changed(entity.name, values, old):
             continue
         projects.update(rules.touched_projects(entity.name, values, old))
     return projects
@@ -182,6 +183,12 @@ def _apply_round(view: ReplicaView, batch: Batch, items: list[Item]) -> None:
         item.old = old = existing.get(item.talent_id)
         if rules.is_stale(old, item.record.version):
             batch.skipped(item.tenant)
+            continue
+        changed = rules.owner_changed(entity.name, item.values, old)
+        if changed is not None:
+            batch.reject(
+                item.position, item.raw, item.talent_id, SYNC_IMMUTABLE_CHANGED, changed, tenant=item.tenant
+            )
             continue
         conflict = rules.status_conflict(entity.name, item.values, old)
         if conflict is not None:

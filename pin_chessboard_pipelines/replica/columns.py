@@ -49,7 +49,7 @@ REPLICA: dict[str, ReplicaEntity] = {
                 "currency_id",
                 "payback_years",
             ),
-            ("tenant_id",),
+            ("tenant_id", "developer_id"),
         ),
         ReplicaEntity(entities.BUILDING, (*COMMON, "tenant_id", "project_id", "name", "floors_count")),
         ReplicaEntity(entities.LAYOUT_GROUP, (*COMMON, "tenant_id", "project_id", "name", "rooms")),

@@ -99,7 +99,12 @@ class DatabaseView:
 
     def delete(self, batch: Batch, talent_ids: list[str]) -> None:
         spec, name = batch.spec, batch.spec.name
-        query = cursor_queries("replica")["tombstone_rows"].format(table=spec.entity.table)
+        queries = cursor_queries("replica")
+        query = (
+            queries["tombstone_projects"]
+            if name == "project"  # a deleted project is archived
+            else queries["tombstone_rows"].format(table=spec.entity.table)
+        )
         rows = self._rows(query, {"ids": talent_ids})
         payload, event_type = UPSERTED_PAYLOADS[name], spec.entity.upserted_event
         for row in rows:

@@ -17,6 +17,7 @@ from pin_chessboard_pipelines.talent.snapshots import TalentRecord
 TALENT_SYNC = "TalentSync"  # status_source of replicated statuses; source of price/status events
 # A PIN-side hold that a Talent `Sold` must not silently override (CHESSBOARD_SYNC_STATUS_CONFLICT).
 HELD_STATUSES = frozenset({"Reserved", "Booked"})
+ARCHIVED = "Archived"  # the status of a deleted project (docs/store.md#replica-tables)
 
 Row = Mapping[str, Any]
 NumberKey = tuple[str, str]  # (building PIN id, number)
@@ -96,6 +97,19 @@ def with_developer_tenants(parent: str, rows: dict[str, dict[str, Any]]) -> dict
 def is_stale(old: Row | None, replica_version: int) -> bool:
     """The version guard: a snapshot no newer than the stored row is skipped."""
     return old is not None and old["replica_version"] >= replica_version
+
+
+def owner_changed(entity: str, values: Row, old: Row | None) -> str | None:
+    """A project's tenant / developer are fixed at create (docs/store.md#replica-tables): a snapshot
+    naming another developer is quarantined (the message), never applied."""
+    if entity != "project" or old is None or old.get("developer_id") is None:
+        return None
+    if str(values["developer_id"]) == str(old["developer_id"]):
+        return None
+    return (
+        f"project developerId: the snapshot says {values['developer_id']}, the project belongs to "
+        f"{old['developer_id']} (tenant and developer are immutable)"
+    )
 
 
 def status_conflict(entity: str, values: Row, old: Row | None) -> str | None:
@@ -192,6 +206,8 @@ def dry_run_row(entity: str, values: Row, old: Row | None) -> dict[str, Any]:
     stored = {**(old or {}), **values, "version": 1 if old is None else old["version"] + 1}
     if entity == "propertyObject":
         stored["status_source"] = TALENT_SYNC
+    if entity == "project" and stored.get("deleted_at") is not None:
+        stored["status"] = ARCHIVED
     return stored
 
 

@@ -22,6 +22,14 @@ DEMO_STEPS: list[tuple[str, list[str]]] = [
     # the outbox relay: the sensor's sweeps publish as rows come; this publishes whatever is left
     ("the outbox relayed to Kafka", ["outbox", "relay", "--until-empty"]),
     ("events arriving on the pin.chessboard topics", ["outbox", "events", "--last", "5"]),
+    # handbook-sync: the handbook service renames Moscow; every live project in region 77 is
+    # republished with the new regionSnapshot (docs/store.md#handbook-sync)
+    (
+        "a region renamed in the handbook",
+        ["talent-sim", "rename", "--region", "77", "--name", "Город Москва"],
+    ),
+    ("handbook-sync republishing its projects", ["handbook-sync", "--until-idle", "--time-budget", "120"]),
+    ("the renamed region on project-upserted", ["outbox", "events", "--last", "3"]),
 ]
 
 

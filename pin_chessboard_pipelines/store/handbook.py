@@ -1,6 +1,8 @@
-"""Reference data of the handbook replica (docs/store.md#handbook-replica).
+"""Reference data of the handbook replica (docs/store.md#handbook-replica) and the handbook topics
+that keep its regions and cities current (docs/store.md#handbook-sync).
 
-Covers every id the contract names and the simulator emits. Seeded by a migration.
+Covers every id the contract names and the simulator emits. Seeded by a migration (version 0);
+handbook-sync applies the handbook service's values over it.
 """
 
 from __future__ import annotations
@@ -42,3 +44,11 @@ CURRENCIES = [
     {"id": 978, "iso_code": "EUR", "name": "Евро", "sign": "€"},
     {"id": 784, "iso_code": "AED", "name": "Дирхам ОАЭ", "sign": "د.إ"},
 ]
+
+# The handbook service's compacted topics (key = the id as a decimal string, value UTF-8 JSON).
+REGIONS_TOPIC = "pin.handbook.regions.v1"  # {id, name, version}
+CITIES_TOPIC = "pin.handbook.cities.v1"  # {id, regionId, name, version}
+HANDBOOK_TOPICS = (REGIONS_TOPIC, CITIES_TOPIC)
+HANDBOOK_CONSUMER_GROUP = "pin-chessboard-handbook-sync"
+# regions are Russian federal subjects (docs/talent-source.md): a region new to the replica is Russia's
+REGION_COUNTRY_ID = 643

@@ -1,4 +1,11 @@
-"""Reads the handbook replica (chessboard.handbook_*) into the display snapshots events carry."""
+"""Reads the handbook replica (chessboard.handbook_*) into the display snapshots events carry, and
+the locks of handbook-sync (docs/store.md#handbook-sync).
+
+HANDBOOK_CHANGE_LOCK orders a rename against the other producers of project-upserted: the
+transaction that changes a name holds it exclusively, a producer that reads the handbook for the
+events of its transaction holds it shared (`load_handbook_for_publish`), so no event written after
+a rename committed carries the name from before it.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +16,16 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
+from pin_chessboard_pipelines.store.lock import AdvisoryLock
 from pin_chessboard_pipelines.store.tables import (
     handbook_cities,
     handbook_countries,
     handbook_currencies,
     handbook_regions,
 )
+
+HANDBOOK_SYNC_LOCK = AdvisoryLock("Pin:lock:job:chessboard-handbook-sync")  # one consumer at a time
+HANDBOOK_CHANGE_LOCK = AdvisoryLock("Pin:lock:chessboard-handbook-change")  # transaction-level
 
 
 @dataclass(frozen=True)
@@ -55,3 +66,10 @@ def load_handbook(conn: Connection) -> Handbook:
         cities=by_id(handbook_cities),
         currencies=by_id(handbook_currencies),
     )
+
+
+def load_handbook_for_publish(conn: Connection) -> Handbook:
+    """The handbook inside the caller's transaction, with HANDBOOK_CHANGE_LOCK held shared until it
+    ends: a rename waits for this transaction, and this one reads the names a rename committed."""
+    HANDBOOK_CHANGE_LOCK.lock_transaction_shared(conn)
+    return load_handbook(conn)

@@ -70,6 +70,10 @@ class AdvisoryLock:
         """Waits for the lock and holds it until `conn`'s transaction ends."""
         conn.execute(queries("locks")["advisory_xact_lock"], {"key": self.key})
 
+    def lock_transaction_shared(self, conn: Connection) -> None:
+        """Waits while a transaction holds the lock exclusively; shared until `conn`'s transaction ends."""
+        conn.execute(queries("locks")["advisory_xact_lock_shared"], {"key": self.key})
+
     def holder_pid(self, conn: Connection) -> int | None:
         return conn.execute(queries("locks")["advisory_lock_holder"], {"key": self.key}).scalar()
 

@@ -185,14 +185,18 @@ handbook_regions = Table(
     Column("id", BigInteger, primary_key=True, autoincrement=False),
     Column("country_id", SmallInteger, ForeignKey(f"{SCHEMA}.handbook_countries.id"), nullable=False),
     Column("name", String(128), nullable=False),
+    # the handbook topic's version of the row (pin.handbook.regions.v1); 0 = seeded, never synced
+    Column("version", BigInteger, nullable=False, server_default="0"),
 )
 
 handbook_cities = Table(
     "handbook_cities",
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=False),
-    Column("region_id", BigInteger, ForeignKey(f"{SCHEMA}.handbook_regions.id"), nullable=False),
+    # no foreign key: the handbook service owns the reference; a city may arrive before its region
+    Column("region_id", BigInteger, nullable=False),
     Column("name", String(128), nullable=False),
+    Column("version", BigInteger, nullable=False, server_default="0"),  # 0 = seeded, never synced
 )
 
 handbook_currencies = Table(
@@ -203,6 +207,32 @@ handbook_currencies = Table(
     Column("name", String(64), nullable=False),
     Column("sign", String(8), nullable=False),
 )
+
+# handbook-sync's pending republishes (docs/store.md#handbook-sync): one row per renamed region or
+# city whose live projects are not all republished yet; `after_project_id` is the keyset cursor of
+# the batches (the last project id republished), NULL = from the start.
+handbook_republish = Table(
+    "handbook_republish",
+    metadata,
+    Column("kind", String(16), primary_key=True),  # region | city
+    Column("handbook_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("handbook_version", BigInteger, nullable=False),
+    Column("after_project_id", UUID(as_uuid=True)),
+    Column("republished", Integer, nullable=False, server_default="0"),
+    Column("batches", Integer, nullable=False, server_default="0"),
+    _ts("requested_at"),
+    _ts("updated_at"),
+    CheckConstraint("kind IN ('region', 'city')", name="kind_known"),
+)
+
+# The republish of a renamed region / city walks its live projects by id (handbook_sync/).
+Index(
+    "ix_projects_region_live",
+    projects.c.region_id,
+    projects.c.id,
+    postgresql_where=text("deleted_at IS NULL"),
+)
+Index("ix_projects_city_live", projects.c.city_id, projects.c.id, postgresql_where=text("deleted_at IS NULL"))
 
 # Operational tables (docs/store.md#operational-tables).
 project_recalc_requests = Table(

@@ -3,6 +3,11 @@
 429, 5xx, timeouts, connection errors and malformed bodies are transient: retried with exponential
 backoff and jitter, honouring `Retry-After`; any other 4xx is permanent. Messages name the method
 and path only, never the token. One client holds one keep-alive session: use one per thread.
+
+`timeout` (TALENT_API_TIMEOUT_SECONDS) is a deadline for the whole answer of one attempt
+(docs/talent-source.md#http-api): connecting and each wait for the status line are bounded by it,
+and the body is read with the socket's timeout trimmed to what is left of it, so a source that
+trickles its answer fails the attempt once the deadline passed instead of holding the page.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 import requests
+from urllib3 import exceptions as urllib3_exceptions
 
 from pin_chessboard_pipelines.entities import BY_COLLECTION
 from pin_chessboard_pipelines.observability.logs import log_event
@@ -115,7 +121,8 @@ class TalentApiClient:
     def health(self) -> None:
         """One GET /health; raises TalentSourceUnavailable unless it answers 200."""
         try:
-            response = self._session.get(f"{self.base_url}/health", timeout=self.timeout)
+            # the status is the answer: the body is never waited for (stream)
+            response = self._session.get(f"{self.base_url}/health", timeout=self.timeout, stream=True)
         except requests.Timeout:
             raise TalentSourceUnavailable("GET /health failed: timed out") from None
         except requests.RequestException as e:
@@ -161,8 +168,9 @@ class TalentApiClient:
             self._check_stop()
             retry_after: float | None = None
             status: int | None = None
+            deadline = time.monotonic() + self.timeout
             try:
-                response = self._session.get(url, params=params, timeout=self.timeout)
+                response = self._session.get(url, params=params, timeout=self.timeout, stream=True)
             except requests.Timeout:
                 reason = "failed: timed out"
             except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as e:
@@ -172,9 +180,13 @@ class TalentApiClient:
                     status = response.status_code
                     if status == 200:
                         try:
-                            return _payload(response, listing)
+                            return _payload(_read_within(response, deadline), listing)
                         except _Malformed:
                             reason = "answered a malformed body"
+                        except _TooSlow:
+                            reason = f"failed: timed out (no complete answer within {self.timeout:g} s)"
+                        except (requests.RequestException, urllib3_exceptions.HTTPError, OSError) as e:
+                            reason = f"failed: {_describe(e)}"
                     elif status == 429 or status >= 500:
                         reason = f"answered {status}"
                         retry_after = _retry_after(response.headers.get("Retry-After"))
@@ -217,9 +229,51 @@ class TalentApiClient:
             seconds -= step
 
 
-def _payload(response: requests.Response, listing: bool) -> dict[str, Any]:
+class _TooSlow(Exception):
+    """The answer was not complete by the attempt's deadline."""
+
+
+READ_CHUNK = 65536
+
+
+def _read_within(response: requests.Response, deadline: float) -> bytes:
+    """The body, complete before `deadline` (time.monotonic) or _TooSlow: every read waits at most
+    for what is left of it (one recv per read, so a trickle cannot stretch a read)."""
+    raw = response.raw
+    sock = _socket_of(raw)
+    chunks: list[bytes] = []
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _TooSlow()
+        if sock is not None:
+            sock.settimeout(remaining)
+        try:
+            chunk = raw.read1(READ_CHUNK, decode_content=True)
+        except (urllib3_exceptions.ReadTimeoutError, TimeoutError):
+            raise _TooSlow() from None
+        if not chunk:
+            if (
+                raw.closed
+                or raw.isclosed()
+                or not getattr(raw, "chunked", False)
+                or raw.length_remaining == 0
+            ):
+                return b"".join(chunks)
+            continue
+        chunks.append(chunk)
+
+
+def _socket_of(raw: Any) -> socket.socket | None:
+    """The connection's socket under urllib3's response, when it exposes one."""
+    connection = getattr(raw, "_connection", None) or getattr(raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def _payload(content: bytes, listing: bool) -> dict[str, Any]:
     try:
-        payload = json.loads(response.content, parse_float=Decimal)  # decimals keep their digits
+        payload = json.loads(content, parse_float=Decimal)  # decimals keep their digits
     except ValueError:
         raise _Malformed() from None
     if not isinstance(payload, dict) or not isinstance(payload.get("items"), list):

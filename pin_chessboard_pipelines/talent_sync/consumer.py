@@ -31,7 +31,14 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_STORED,
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from opentelemetry.trace import SpanKind
 from sqlalchemy.engine import Engine
 
@@ -42,12 +49,13 @@ from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_cons
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.metrics import (
     TALENT_SYNC_LAG,
+    TALENT_SYNC_LAG_SECONDS,
     TALENT_SYNC_MESSAGES,
     count_applied,
 )
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
-from pin_chessboard_pipelines.store.handbook_replica import load_handbook
+from pin_chessboard_pipelines.store.handbook_replica import load_handbook, load_handbook_for_publish
 from pin_chessboard_pipelines.talent.topic_reader import check_topics, decode_message, is_tombstone
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, TALENT_SYNC_LOCK
 
@@ -248,6 +256,7 @@ class TalentSync:
                         return
                 continue
             idle_since = None
+            TALENT_SYNC_LAG_SECONDS.set(oldest_message_age(messages))
             batch = self._barrier(messages, result)
             if not batch:
                 continue
@@ -326,6 +335,8 @@ class TalentSync:
     def _lag(self) -> int:
         total = sum(self._lag_by_stage(list(range(len(ENTITIES)))).values())
         TALENT_SYNC_LAG.set(total)
+        if total == 0:
+            TALENT_SYNC_LAG_SECONDS.set(0)
         return total
 
     def _positions(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -373,6 +384,11 @@ class TalentSync:
         total = ApplyResult()
         applied: list[tuple[str, ApplyResult, int]] = []
         with self.engine.begin() as conn:
+            # the names of this transaction's events are the handbook's now, not the run's start
+            # (a rename commits between batches: docs/store.md#handbook-sync)
+            handbook = load_handbook_for_publish(conn)
+            for context in contexts.values():
+                context.handbook = handbook
             for stage in ENTITIES:  # parent -> child
                 items = by_topic.get(stage.topic)
                 if items:
@@ -406,6 +422,20 @@ class TalentSync:
     def _partitions(self) -> set[tuple[str, int]]:
         assert self._probe is not None
         return check_topics(self.bootstrap_servers, self._probe, self.timeout)
+
+
+def oldest_message_age(messages: list[Any], now: float | None = None) -> float:
+    """Seconds since the oldest message of a poll batch was written (its Kafka timestamp): a batch
+    starts at the first unapplied offset of each partition, so this is the age of the oldest
+    snapshot not applied yet (docs/talent-source.md#streaming-sync, the lag alert)."""
+    now = time.time() if now is None else now
+    stamps = [ms for ms in (_timestamp_ms(m) for m in messages) if ms is not None]
+    return max(0.0, now - min(stamps) / 1000) if stamps else 0.0
+
+
+def _timestamp_ms(message: Any) -> int | None:
+    kind, ms = message.timestamp()
+    return ms if kind != TIMESTAMP_NOT_AVAILABLE and ms > 0 else None
 
 
 def _batch_span(batch: list[Any]) -> AbstractContextManager[Any]:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import random
+import socket
+import threading
+import time
 from decimal import Decimal
 
 import pytest
@@ -172,3 +175,69 @@ def test_health(talent_sim, make_client):
     with pytest.raises(TalentSourceUnavailable, match=r"^GET /health failed: connection refused$") as error:
         client.health()
     assert TOKEN not in str(error.value)
+
+
+class _Trickle(threading.Thread):
+    """A Talent that answers 200 at once and then sends its body a byte every `pause` seconds."""
+
+    def __init__(self, body: bytes, pause: float) -> None:
+        super().__init__(daemon=True)
+        self.body, self.pause = body, pause
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        self.done = threading.Event()
+        self.sent: list[int] = []  # body bytes sent per connection
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                self.server.settimeout(0.2)
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.recv(65536)
+                head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(self.body)}\r\n\r\n"
+                self.sent.append(0)
+                try:
+                    conn.sendall(head.encode())
+                    for i in range(len(self.body)):
+                        if self.done.is_set():
+                            return
+                        conn.sendall(self.body[i : i + 1])
+                        self.sent[-1] += 1
+                        time.sleep(self.pause)
+                except OSError:
+                    continue
+
+    def stop(self) -> None:
+        self.done.set()
+        self.server.close()
+
+
+def test_a_trickling_answer_fails_the_attempt_at_the_deadline(make_client):
+    """Every byte comes well within the timeout, the whole answer never does: each attempt gives up
+    at TALENT_API_TIMEOUT_SECONDS, with most of the body still unsent."""
+    body = json.dumps({"items": [], "nextCursor": None}).encode() + b" " * 40
+    trickle = _Trickle(body, pause=0.1)
+    trickle.start()
+    try:
+        client, waits = make_client(trickle.url, timeout=0.5, max_attempts=2)
+        with pytest.raises(TalentTransientError, match=r"timed out \(no complete answer within 0.5 s\)"):
+            client.list_page("projects", None, 10)
+    finally:
+        trickle.stop()
+    assert len(waits) == 1 and len(trickle.sent) == 2
+    assert all(sent < len(body) // 2 for sent in trickle.sent), (trickle.sent, len(body))
+
+
+def test_a_quick_trickle_within_the_deadline_is_read_whole(make_client):
+    body = json.dumps({"items": [{"id": "x"}], "nextCursor": None}).encode()
+    trickle = _Trickle(body, pause=0.001)
+    trickle.start()
+    try:
+        client, _ = make_client(trickle.url, timeout=5)
+        page = client.list_page("projects", None, 10)
+    finally:
+        trickle.stop()
+    assert page.items == [{"id": "x"}] and page.next_cursor is None

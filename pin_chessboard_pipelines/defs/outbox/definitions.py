@@ -52,8 +52,8 @@ EVENTS = dg.AssetSpec(
     group_name="outbox",
     kinds={"kafka", "postgres"},
     owners=["team:pin-platform-core"],
-    # the import's stages and the recalc write the events the relay publishes
-    deps=["chessboard_aggregates", *(entity.asset for entity in entities.ENTITIES)],
+    # the import's stages, the recalc and handbook-sync write the events the relay publishes
+    deps=["chessboard_aggregates", *(entity.asset for entity in entities.ENTITIES), "handbook_replica"],
 )
 
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines.defs.handbook_sync.definitions import JOB_NAME as HANDBOOK_SYNC_JOB
 from pin_chessboard_pipelines.defs.outbox.definitions import JOB_NAME as RELAY_JOB
 from pin_chessboard_pipelines.defs.recalc.definitions import AUDIT_JOB_NAME
 from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME as RECALC_JOB
@@ -22,7 +23,15 @@ OP_NAME = "delete_old_runs"
 SCHEDULE_NAME = "run_history_retention_daily"
 OUTBOX_CHECK_JOB = "outbox_lag_check"
 # The import's runs (talent_initial_import, asset jobs, discovery) are the audit trail: never here.
-RETAINED_JOBS = (RECALC_JOB, RELAY_JOB, SYNC_JOB, AUDIT_JOB_NAME, OUTBOX_CHECK_JOB, JOB_NAME)
+RETAINED_JOBS = (
+    RECALC_JOB,
+    RELAY_JOB,
+    SYNC_JOB,
+    HANDBOOK_SYNC_JOB,
+    AUDIT_JOB_NAME,
+    OUTBOX_CHECK_JOB,
+    JOB_NAME,
+)
 FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
 PAGE = 500
 

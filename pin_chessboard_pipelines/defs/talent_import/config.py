@@ -24,7 +24,12 @@ POOL = "talent_import"
 # Every import run carries this tag (the job's runs from the start, asset runs from their first
 # stage): Runs, filtered by it, is the import's whole history.
 IMPORT_TAG = "pin/import"
-IMPORT_TAGS = {IMPORT_TAG: IMPORT_JOB}
+# Seed 004's maximum duration of a bootstrap, enforced by Dagster's run monitoring (dagster.yaml
+# `run_monitoring`): past it the daemon marks the run CANCELING, the stages stop between pages
+# (RunStopProbe) and the import run stays resumable (docs/talent-initial-import.md#maximum-duration).
+MAX_RUNTIME_SECONDS = 6 * 3600
+MAX_RUNTIME_TAG = "dagster/max_runtime"
+IMPORT_TAGS = {IMPORT_TAG: IMPORT_JOB, MAX_RUNTIME_TAG: str(MAX_RUNTIME_SECONDS)}
 # the quarantine replay job: one at a time per value of this tag (dagster.yaml run limits)
 SINGLETON_TAGS = {"pin/singleton": IMPORT_JOB}
 

@@ -17,3 +17,7 @@ SELECT pid FROM pg_locks
 WHERE locktype = 'advisory' AND granted
   AND ((classid::bigint << 32) | objid::bigint) = CAST(:key AS bigint)
 LIMIT 1
+
+-- name: advisory_xact_lock_shared
+-- Transaction-level, shared: many holders at once; waits while an exclusive holder has it.
+SELECT pg_advisory_xact_lock_shared(:key)

@@ -38,6 +38,14 @@ SET deleted_at = now(), version = t.version + 1, updated_at = now(), last_synced
 WHERE t.external_talent_id = ANY(:ids::uuid[]) AND t.deleted_at IS NULL
 RETURNING t.*
 
+-- name: tombstone_projects
+-- A project's tombstone archives it as a snapshot with deletedAt does (docs/store.md).
+UPDATE chessboard.projects AS t
+SET deleted_at = now(), status = 'Archived', version = t.version + 1, updated_at = now(),
+    last_synced_at = now()
+WHERE t.external_talent_id = ANY(:ids::uuid[]) AND t.deleted_at IS NULL
+RETURNING t.*
+
 -- name: insert_failed_items
 INSERT INTO chessboard.talent_import_failed_items
     (run_id, stage, external_id, error_code, error_message, payload)
@@ -79,12 +87,18 @@ WHERE t.replica_version < EXCLUDED.replica_version
 RETURNING t.*, (t.xmax = 0) AS inserted
 
 -- name: upsert_projects
+-- tenant_id / developer_id are set at create only (a project's owner never changes: the apply path
+-- quarantines a snapshot with another developer, CHESSBOARD_SYNC_IMMUTABLE_CHANGED; the guard
+-- below keeps a concurrent one from overwriting anything). A snapshot with deletedAt archives the
+-- project: status 'Archived' with the soft delete, so its event says so (docs/store.md).
 INSERT INTO chessboard.projects AS t
     (id, external_talent_id, sync_source, replica_version, last_synced_at, version, deleted_at,
      tenant_id, developer_id, status, name, type, class, construction_status, country_id,
      region_id, city_id, stars, currency_id, payback_years)
 SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
-       u.tenant_id, u.developer_id, 'Draft', u.name, u.type, u.class, u.construction_status,
+       u.tenant_id, u.developer_id,
+       CASE WHEN u.deleted_at IS NULL THEN 'Draft' ELSE 'Archived' END,
+       u.name, u.type, u.class, u.construction_status,
        u.country_id, u.region_id, u.city_id, u.stars, u.currency_id, u.payback_years
 FROM unnest(:id::uuid[], :external_talent_id::uuid[], :replica_version::bigint[],
             :deleted_at::timestamptz[], :tenant_id::uuid[], :developer_id::uuid[],
@@ -96,8 +110,6 @@ FROM unnest(:id::uuid[], :external_talent_id::uuid[], :replica_version::bigint[]
                           region_id, city_id, stars, currency_id, payback_years, ord)
 ORDER BY u.ord
 ON CONFLICT (external_talent_id) DO UPDATE SET
-    tenant_id = EXCLUDED.tenant_id,
-    developer_id = EXCLUDED.developer_id,
     name = EXCLUDED.name,
     type = EXCLUDED.type,
     class = EXCLUDED.class,
@@ -109,14 +121,16 @@ ON CONFLICT (external_talent_id) DO UPDATE SET
     currency_id = EXCLUDED.currency_id,
     payback_years = EXCLUDED.payback_years,
     deleted_at = EXCLUDED.deleted_at,
+    -- Archived stays Archived (* -> Archived is the last transition); a delete archives
+    status = CASE WHEN EXCLUDED.deleted_at IS NOT NULL THEN 'Archived' ELSE t.status END,
     sync_source = EXCLUDED.sync_source,
     replica_version = EXCLUDED.replica_version,
     last_synced_at = now(),
-    updated_at = CASE WHEN ROW(t.tenant_id, t.developer_id, t.name, t.type, t.class, t.construction_status, t.country_id, t.region_id, t.city_id, t.stars, t.currency_id, t.payback_years, t.deleted_at)
-        IS DISTINCT FROM ROW(EXCLUDED.tenant_id, EXCLUDED.developer_id, EXCLUDED.name, EXCLUDED.type, EXCLUDED.class, EXCLUDED.construction_status, EXCLUDED.country_id, EXCLUDED.region_id, EXCLUDED.city_id, EXCLUDED.stars, EXCLUDED.currency_id, EXCLUDED.payback_years, EXCLUDED.deleted_at) THEN now() ELSE t.updated_at END,
-    version = t.version + CASE WHEN ROW(t.tenant_id, t.developer_id, t.name, t.type, t.class, t.construction_status, t.country_id, t.region_id, t.city_id, t.stars, t.currency_id, t.payback_years, t.deleted_at)
-        IS DISTINCT FROM ROW(EXCLUDED.tenant_id, EXCLUDED.developer_id, EXCLUDED.name, EXCLUDED.type, EXCLUDED.class, EXCLUDED.construction_status, EXCLUDED.country_id, EXCLUDED.region_id, EXCLUDED.city_id, EXCLUDED.stars, EXCLUDED.currency_id, EXCLUDED.payback_years, EXCLUDED.deleted_at) THEN 1 ELSE 0 END
-WHERE t.replica_version < EXCLUDED.replica_version
+    updated_at = CASE WHEN ROW(t.name, t.type, t.class, t.construction_status, t.country_id, t.region_id, t.city_id, t.stars, t.currency_id, t.payback_years, t.deleted_at)
+        IS DISTINCT FROM ROW(EXCLUDED.name, EXCLUDED.type, EXCLUDED.class, EXCLUDED.construction_status, EXCLUDED.country_id, EXCLUDED.region_id, EXCLUDED.city_id, EXCLUDED.stars, EXCLUDED.currency_id, EXCLUDED.payback_years, EXCLUDED.deleted_at) THEN now() ELSE t.updated_at END,
+    version = t.version + CASE WHEN ROW(t.name, t.type, t.class, t.construction_status, t.country_id, t.region_id, t.city_id, t.stars, t.currency_id, t.payback_years, t.deleted_at)
+        IS DISTINCT FROM ROW(EXCLUDED.name, EXCLUDED.type, EXCLUDED.class, EXCLUDED.construction_status, EXCLUDED.country_id, EXCLUDED.region_id, EXCLUDED.city_id, EXCLUDED.stars, EXCLUDED.currency_id, EXCLUDED.payback_years, EXCLUDED.deleted_at) THEN 1 ELSE 0 END
+WHERE t.replica_version < EXCLUDED.replica_version AND t.developer_id = EXCLUDED.developer_id
 RETURNING t.*, (t.xmax = 0) AS inserted
 
 -- name: upsert_buildings

@@ -98,6 +98,10 @@ class DatasetSpec:
     deleted_every: int = 0  # entities of every collection carrying deletedAt
     unknown_reference_every: int = 0  # projects with a regionId / cityId the handbook does not know
     version: int = 1  # generation: added to every entity's version (minus 1)
+    # projects naming the next developer as their owner (a Talent that moves a project to another
+    # developer, which the replica refuses: CHESSBOARD_SYNC_IMMUTABLE_CHANGED); the developerId
+    # filter still lists them under their first developer
+    owner_changed_every: int = 0
     latency_ms: int = 0  # server: sleep per request
     faults: tuple[FaultRule, ...] = ()  # server: injected failures
 
@@ -487,6 +491,14 @@ def _developer(spec: DatasetSpec, i: int) -> Item:
     }
 
 
+def project_owner(spec: DatasetSpec, p: int) -> int:
+    """The developer index project `p` names: its own, or the next one for an owner change."""
+    own = p // spec.projects_per_developer
+    if _every(spec.owner_changed_every, p) and spec.developers > 1:
+        return (own + 1) % spec.developers
+    return own
+
+
 def _project(spec: DatasetSpec, p: int) -> Item:
     h = _hash(spec, "projects", p)
     roll = h % 100
@@ -521,7 +533,7 @@ def _project(spec: DatasetSpec, p: int) -> Item:
     prefix = {"ApartHotel": "Апарт-отель", "Hotel": "Отель", "Villa": "Виллы"}.get(project_type, "ЖК")
     return {
         "id": entity_id(spec, "projects", p),
-        "developerId": entity_id(spec, "developers", p // spec.projects_per_developer),
+        "developerId": entity_id(spec, "developers", project_owner(spec, p)),
         "version": _version(spec, h),
         "name": f"{prefix} {word} {p + 1}",
         **values,

@@ -33,7 +33,7 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines import entities
@@ -128,6 +128,7 @@ class TopicReplaySource:
         if missing:
             raise self._unavailable(f"Talent topic(s) missing: {', '.join(missing)}")
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        self._check_compacted(admin)
         try:
             group = admin.describe_consumer_groups([self.group_id], request_timeout=self.timeout)[
                 self.group_id
@@ -142,6 +143,23 @@ class TopicReplaySource:
                 "its offsets cannot be reset; stop the streaming sync first"
             )
         self._metadata = metadata
+
+    def _check_compacted(self, admin: AdminClient) -> None:
+        """A replay is the whole state only on compacted topics: a topic that deletes by retention
+        has lost old snapshots. Kafka reports every config; Tansu only those set at creation, so a
+        topic without cleanup.policy has the broker default, `delete`."""
+        resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in TOPICS]
+        try:
+            futures = admin.describe_configs(resources, request_timeout=self.timeout)
+            policies = {
+                resource.name: _cleanup_policy(future.result(self.timeout))
+                for resource, future in futures.items()
+            }
+        except KafkaException as error:
+            raise self._unavailable(f"the Talent topics' configs cannot be read: {_text(error)}") from None
+        loose = [f"{t} (cleanup.policy={policies[t]})" for t in TOPICS if not is_compacted(policies[t])]
+        if loose:
+            raise self._unavailable(f"Talent topic(s) not compacted: {', '.join(loose)}")
 
     def after_lock(self) -> None:
         """The group reset to offset 0, once the import lock is held: a refused import touches no
@@ -385,6 +403,16 @@ def _scope_parent(entity: str) -> tuple[str, str]:
 
 def _lower(value: Any) -> str | None:
     return value.lower() if isinstance(value, str) else None
+
+
+def _cleanup_policy(configs: dict[str, Any]) -> str:
+    entry = configs.get("cleanup.policy")
+    return "delete" if entry is None or entry.value is None else str(entry.value)
+
+
+def is_compacted(policy: str) -> bool:
+    """`compact` only: `compact,delete` still drops old keys by retention."""
+    return {p.strip() for p in policy.split(",")} == {"compact"}
 
 
 def _text(error: KafkaException) -> str:

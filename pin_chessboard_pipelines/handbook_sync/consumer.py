@@ -1,0 +1,533 @@
+"""handbook-sync (HR-6): the consumer of pin.handbook.regions.v1 / pin.handbook.cities.v1 and the
+republish of the projects of a renamed region or city (docs/store.md#handbook-sync).
+
+- Consumer group `pin-chessboard-handbook-sync`, no auto-commit; one consumer (advisory lock
+  HANDBOOK_SYNC_LOCK) reads every partition of both topics from the group's committed offsets.
+- One poll batch = one transaction: HANDBOOK_CHANGE_LOCK exclusively, the newest value per id
+  under the version guard, invalid values quarantined (CHESSBOARD_SYNC_VALIDATION_FAILED), a
+  pending republish row per renamed region / city, and the first republish batch of each. The
+  offsets are committed after that commit.
+- The rest of a republish runs in batches of `republish_batch_size` projects, one transaction
+  each, walking the projects by id from the cursor in the pending row. A stop or a crash leaves
+  the row, and the next run goes on from its cursor before it reads the topics again.
+- After every commit the outbox relay's fast path publishes the events.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, TopicPartition
+from sqlalchemy.engine import Engine
+
+from pin_chessboard_pipelines.errors import (
+    IMPORT_SOURCE_UNAVAILABLE,
+    SYNC_LOCK_HELD,
+    SYNC_VALIDATION_FAILED,
+    Refused,
+    error_line,
+)
+from pin_chessboard_pipelines.events.relay import OutboxRelay
+from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
+from pin_chessboard_pipelines.handbook_sync import store
+from pin_chessboard_pipelines.handbook_sync.values import (
+    HandbookValue,
+    InvalidValue,
+    Kind,
+    decode,
+    newest,
+)
+from pin_chessboard_pipelines.observability.logs import log_event
+from pin_chessboard_pipelines.observability.metrics import (
+    HANDBOOK_REPUBLISH_BATCH_DURATION,
+    HANDBOOK_REPUBLISHED,
+    HANDBOOK_SYNC_LAG,
+    HANDBOOK_SYNC_MESSAGES,
+    IMPORT_FAILED_ITEMS,
+)
+from pin_chessboard_pipelines.store.handbook import HANDBOOK_CONSUMER_GROUP, HANDBOOK_TOPICS
+from pin_chessboard_pipelines.store.handbook_replica import HANDBOOK_SYNC_LOCK
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class HandbookSyncResult:
+    batches: int = 0
+    messages: int = 0
+    tombstones: int = 0  # ignored: the replica keeps a deleted region / city
+    applied: int = 0
+    skipped: int = 0
+    failed: int = 0
+    created: int = 0
+    renamed: int = 0
+    republished: int = 0  # projects
+    republish_batches: int = 0
+    longest_transaction_seconds: float = 0.0
+    # the longest transaction that held the handbook rows (a poll batch with its first batches)
+    handbook_transaction_seconds: float = 0.0
+    published: int = 0
+    retries: int = 0
+    seconds: float = 0.0
+    stopped: str = ""  # idle | deadline | stopped
+    renames: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "batches": self.batches,
+            "messages": self.messages,
+            "tombstones": self.tombstones,
+            "applied": self.applied,
+            "skipped": self.skipped,
+            "failed": self.failed,
+            "created": self.created,
+            "renamed": self.renamed,
+            "republished": self.republished,
+            "republishBatches": self.republish_batches,
+            "longestTransactionSeconds": round(self.longest_transaction_seconds, 3),
+            "handbookTransactionSeconds": round(self.handbook_transaction_seconds, 3),
+            "published": self.published,
+            "retries": self.retries,
+            "seconds": round(self.seconds, 3),
+            "stopped": self.stopped,
+            "renames": self.renames,
+        }
+
+
+class HandbookSyncFailed(Exception):
+    """A batch kept failing: the run stops, offsets and pending republishes stay where they were."""
+
+
+class HandbookSync:
+    """`run()` consumes until stopped, idle (`until_idle`) or the deadline."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        bootstrap_servers: str,
+        *,
+        group_id: str = HANDBOOK_CONSUMER_GROUP,
+        batch_size: int = 1000,
+        republish_batch_size: int = 500,
+        poll_timeout: float = 0.5,
+        correlation_id: str | None = None,
+        relay_events: bool = True,
+        max_attempts: int = 5,
+        retry_backoff: float = 0.5,
+        timeout: float = 30.0,
+    ) -> None:
+        self.engine = engine
+        self.bootstrap_servers = bootstrap_servers
+        self.group_id = group_id
+        self.batch_size = batch_size
+        self.republish_batch_size = republish_batch_size
+        self.poll_timeout = poll_timeout
+        self.correlation_id = correlation_id or f"handbook-sync:{uuid.uuid4()}"
+        self.relay_events = relay_events
+        self.max_attempts = max_attempts
+        self.retry_backoff = retry_backoff
+        self.timeout = timeout
+        self._assigned: list[tuple[str, int]] = []
+        self._consumer: Consumer | None = None
+        self._probe: Consumer | None = None
+        self._relay: OutboxRelay | None = None
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def run(
+        self,
+        *,
+        until_idle: bool = False,
+        idle_seconds: float = 0.5,
+        max_seconds: float | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> HandbookSyncResult:
+        started = time.monotonic()
+        with self.engine.connect() as raw_lock_conn:
+            lock_conn = raw_lock_conn.execution_options(isolation_level="AUTOCOMMIT")
+            with HANDBOOK_SYNC_LOCK.held(lock_conn) as taken:
+                if not taken:
+                    raise Refused("another handbook-sync consumer is running", SYNC_LOCK_HELD)
+                result = self._run_locked(
+                    until_idle, idle_seconds, max_seconds, should_stop or (lambda: False)
+                )
+        result.seconds = time.monotonic() - started
+        log_event(
+            log,
+            logging.INFO,
+            "handbook-sync-completed",
+            CorrelationId=self.correlation_id,
+            Messages=result.messages,
+            Applied=result.applied,
+            Skipped=result.skipped,
+            Failed=result.failed,
+            Renamed=result.renamed,
+            Republished=result.republished,
+            Stopped=result.stopped,
+            Seconds=round(result.seconds, 3),
+        )
+        return result
+
+    def _run_locked(
+        self, until_idle: bool, idle_seconds: float, max_seconds: float | None, stop: Callable[[], bool]
+    ) -> HandbookSyncResult:
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        result = HandbookSyncResult()
+        self._probe = probe_consumer(self.bootstrap_servers)
+        try:
+            self._assigned = sorted(check_handbook_topics(self.bootstrap_servers, self._probe, self.timeout))
+            self._relay = OutboxRelay(self.engine, self.bootstrap_servers) if self.relay_events else None
+            self._consumer = Consumer(
+                {
+                    "bootstrap.servers": self.bootstrap_servers,
+                    "group.id": self.group_id,
+                    "client.id": "pin-chessboard-handbook-sync",
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest",
+                    "session.timeout.ms": 6000,
+                    "fetch.wait.max.ms": 100,
+                }
+            )
+            self._consumer.assign([TopicPartition(t, p, OFFSET_STORED) for t, p in self._assigned])
+            self._loop(result, until_idle, idle_seconds, deadline, stop)
+        finally:
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
+            if self._relay is not None:
+                self._relay.close()
+                self._relay = None
+            self._probe.close()
+            self._probe = None
+        return result
+
+    def _loop(
+        self,
+        result: HandbookSyncResult,
+        until_idle: bool,
+        idle_seconds: float,
+        deadline: float | None,
+        stop: Callable[[], bool],
+    ) -> None:
+        assert self._consumer is not None
+        attempts = 0
+        idle_since: float | None = None
+
+        def out_of_time() -> str | None:
+            if stop():
+                return "stopped"
+            if deadline is not None and time.monotonic() >= deadline:
+                return "deadline"
+            return None
+
+        while True:
+            reason = out_of_time()
+            if reason:
+                result.stopped = reason
+                return
+            # a republish left by a stop or a crash goes on before anything new is read
+            if not self._republish_pending(result, out_of_time):
+                result.stopped = out_of_time() or "stopped"
+                return
+            messages = self._poll()
+            if not messages:
+                if until_idle:
+                    idle_since = idle_since or time.monotonic()
+                    if time.monotonic() - idle_since >= idle_seconds and self._lag() == 0:
+                        result.stopped = "idle"
+                        return
+                continue
+            idle_since = None
+            try:
+                self._apply(messages, result)
+            except Exception as error:  # roll back, read the batch again, with backoff
+                attempts += 1
+                result.retries += 1
+                self._rewind(messages)
+                if attempts >= self.max_attempts:
+                    raise HandbookSyncFailed(
+                        f"a poll batch failed {attempts} times: {error_line(error)}"
+                    ) from error
+                log.warning("handbook-sync batch failed (attempt %d): %r; retrying", attempts, error)
+                _sleep_unless(self.retry_backoff * 2 ** (attempts - 1), stop)
+                continue
+            attempts = 0
+            self._commit(messages)
+            result.batches += 1
+            self._relay_fast_path(result)
+
+    def _poll(self) -> list[Any]:
+        assert self._consumer is not None
+        messages = []
+        for message in self._consumer.consume(self.batch_size, self.poll_timeout):
+            error = message.error()
+            if error is None:
+                messages.append(message)
+            elif error.fatal():
+                raise KafkaException(error)
+            elif error.code() != KafkaError._PARTITION_EOF:
+                log.warning("handbook-sync consumer: %s", error.str())
+        return messages
+
+    # -- applying -----------------------------------------------------------------------------
+
+    def _apply(self, messages: list[Any], result: HandbookSyncResult) -> None:
+        values: list[HandbookValue] = []
+        invalid: list[InvalidValue] = []
+        tombstones = 0
+        for m in messages:
+            decoded = decode(m.topic(), m.key(), m.value())
+            if decoded is None:
+                tombstones += 1
+            elif isinstance(decoded, InvalidValue):
+                invalid.append(decoded)
+            else:
+                values.append(decoded)
+        latest = newest(values)
+        started = time.perf_counter()
+        first_batches: list[store.BatchDone] = []
+        with self.engine.begin() as conn:
+            applied = store.apply_values(conn, latest, invalid, self.correlation_id)
+            for rename in applied.renames or []:
+                done = store.republish_batch(
+                    conn, rename.kind, rename.id, self.republish_batch_size, self.correlation_id
+                )
+                if done is not None:
+                    first_batches.append(done)
+        seconds = time.perf_counter() - started
+        # counted once the transaction committed
+        result.messages += len(messages)
+        result.tombstones += tombstones
+        result.applied += applied.applied
+        result.skipped += applied.skipped + (len(values) - len(latest))
+        result.failed += applied.failed
+        result.created += applied.created
+        result.longest_transaction_seconds = max(result.longest_transaction_seconds, seconds)
+        result.handbook_transaction_seconds = max(result.handbook_transaction_seconds, seconds)
+        IMPORT_FAILED_ITEMS.inc(applied.failed)
+        for kind in Kind:  # the older values of an id in the batch count as skipped
+            counts = dict((applied.by_topic or {}).get(kind.topic, {"applied": 0, "skipped": 0}))
+            counts["skipped"] += sum(1 for v in values if v.kind is kind) - sum(
+                1 for v in latest if v.kind is kind
+            )
+            for name, n in counts.items():
+                if n:
+                    HANDBOOK_SYNC_MESSAGES.labels(kind.topic, name).inc(n)
+        for q in invalid:
+            HANDBOOK_SYNC_MESSAGES.labels(q.kind.topic, "failed").inc()
+            log_event(
+                log,
+                logging.WARNING,
+                "handbook-value-quarantined",
+                Topic=q.kind.topic,
+                Key=q.key,
+                ErrorCode=SYNC_VALIDATION_FAILED,
+                CorrelationId=self.correlation_id,
+                Error=q.message,
+            )
+        for rename in applied.renames or []:
+            result.renamed += 1
+            result.renames.append(
+                {
+                    "kind": rename.kind.value,
+                    "id": rename.id,
+                    "name": rename.new_name,
+                    "version": rename.version,
+                }
+            )
+            log_event(
+                log,
+                logging.INFO,
+                "handbook-renamed",
+                Kind=rename.kind.value,
+                HandbookId=rename.id,
+                OldName=rename.old_name,
+                NewName=rename.new_name,
+                Version=rename.version,
+                CorrelationId=self.correlation_id,
+            )
+        for done in first_batches:
+            self._count_batch(done, seconds, result)
+
+    def _republish_pending(self, result: HandbookSyncResult, out_of_time: Callable[[], str | None]) -> bool:
+        """Republishes every pending region / city to its end; False when stopped in between."""
+        with self.engine.connect() as conn:
+            pending = store.pending_republishes(conn)
+        for item in pending:
+            attempts = 0
+            while True:
+                if out_of_time():
+                    return False
+                started = time.perf_counter()
+                try:
+                    with self.engine.begin() as conn:
+                        done = store.republish_batch(
+                            conn, item.kind, item.handbook_id, self.republish_batch_size, self.correlation_id
+                        )
+                except Exception as error:  # a deadlock with another producer, the database restarting
+                    attempts += 1
+                    result.retries += 1
+                    if attempts >= self.max_attempts:
+                        raise HandbookSyncFailed(
+                            f"a republish batch failed {attempts} times: {error_line(error)}"
+                        ) from error
+                    log.warning("handbook-sync republish batch failed (attempt %d): %r", attempts, error)
+                    time.sleep(self.retry_backoff * 2 ** (attempts - 1))
+                    continue
+                attempts = 0
+                if done is None:  # a newer rename or another run finished it
+                    break
+                self._count_batch(done, time.perf_counter() - started, result)
+                self._relay_fast_path(result)
+                if done.finished:
+                    break
+        return True
+
+    def _count_batch(self, done: store.BatchDone, seconds: float, result: HandbookSyncResult) -> None:
+        result.republished += done.projects
+        result.republish_batches += 1
+        result.longest_transaction_seconds = max(result.longest_transaction_seconds, seconds)
+        HANDBOOK_REPUBLISHED.labels(done.kind.value).inc(done.projects)
+        HANDBOOK_REPUBLISH_BATCH_DURATION.observe(seconds)
+        log_event(
+            log,
+            logging.INFO,
+            "handbook-republish-batch",
+            Kind=done.kind.value,
+            HandbookId=done.handbook_id,
+            Projects=done.projects,
+            Batch=done.batches_total,
+            Seconds=round(seconds, 3),
+            CorrelationId=self.correlation_id,
+        )
+        if done.finished:
+            log_event(
+                log,
+                logging.INFO,
+                "handbook-republish-completed",
+                Kind=done.kind.value,
+                HandbookId=done.handbook_id,
+                Projects=done.republished_total,
+                Batches=done.batches_total,
+                CorrelationId=self.correlation_id,
+            )
+
+    def _relay_fast_path(self, result: HandbookSyncResult) -> None:
+        if self._relay is None:
+            return
+        try:  # rows it cannot publish now are the relay sweep's
+            result.published += self._relay.relay_pending().published
+        except Exception as error:
+            log.warning("handbook-sync: relaying the events failed: %r", error)
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    def _rewind(self, messages: list[Any]) -> None:
+        assert self._consumer is not None
+        first: dict[tuple[str, int], int] = {}
+        for m in messages:
+            key = (m.topic(), m.partition())
+            first[key] = min(first.get(key, m.offset()), m.offset())
+        for (topic, partition), offset in first.items():
+            self._consumer.seek(TopicPartition(topic, partition, offset))
+
+    def _commit(self, messages: list[Any]) -> None:
+        assert self._consumer is not None
+        last: dict[tuple[str, int], int] = {}
+        for m in messages:
+            key = (m.topic(), m.partition())
+            last[key] = max(last.get(key, -1), m.offset())
+        try:
+            self._consumer.commit(
+                offsets=[TopicPartition(t, p, o + 1) for (t, p), o in last.items()], asynchronous=False
+            )
+        except KafkaException as error:
+            log.warning("handbook-sync: committing offsets failed (%s); the batch will be read again", error)
+
+    def _lag(self) -> int:
+        assert self._consumer is not None and self._probe is not None
+        ends = end_offsets(self._probe, self._assigned, self.timeout)
+        tps = [TopicPartition(t, p) for t, p in self._assigned]
+        positions = {(tp.topic, tp.partition): tp.offset for tp in self._consumer.position(tps)}
+        unknown = [TopicPartition(t, p) for (t, p), o in positions.items() if o < 0]
+        if unknown:
+            for tp in self._consumer.committed(unknown, timeout=self.timeout):
+                positions[(tp.topic, tp.partition)] = tp.offset
+        lag = 0
+        for key in self._assigned:
+            low, end = ends[key]
+            lag += max(0, end - max(low, positions.get(key, low)))
+        HANDBOOK_SYNC_LAG.set(lag)
+        return lag
+
+
+def check_handbook_topics(
+    bootstrap_servers: str, consumer: Consumer | None = None, timeout: float = 10.0
+) -> set[tuple[str, int]]:
+    """Every partition of the two handbook topics; a broker that does not answer or a missing topic
+    is refused (CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE)."""
+    probe = consumer or probe_consumer(bootstrap_servers)
+    try:
+        metadata = probe.list_topics(timeout=timeout)
+    except KafkaException as error:
+        raise Refused(
+            f"handbook-sync: Kafka at {bootstrap_servers} did not answer: {error}", IMPORT_SOURCE_UNAVAILABLE
+        ) from None
+    finally:
+        if consumer is None:
+            probe.close()
+    missing = [t for t in HANDBOOK_TOPICS if t not in metadata.topics or metadata.topics[t].error is not None]
+    if missing:
+        raise Refused(
+            f"handbook-sync: handbook topic(s) missing: {', '.join(missing)}", IMPORT_SOURCE_UNAVAILABLE
+        )
+    return {(t, p) for t in HANDBOOK_TOPICS for p in metadata.topics[t].partitions}
+
+
+def handbook_group_lag(
+    bootstrap_servers: str, group_id: str = HANDBOOK_CONSUMER_GROUP, timeout: float = 10.0
+) -> int:
+    """Messages of the handbook topics after the group's committed offsets."""
+    probe = probe_consumer(bootstrap_servers)
+    try:
+        partitions = sorted(check_handbook_topics(bootstrap_servers, probe, timeout))
+        ends = end_offsets(probe, partitions, timeout)
+    finally:
+        probe.close()
+    reader = Consumer(
+        {"bootstrap.servers": bootstrap_servers, "group.id": group_id, "enable.auto.commit": False}
+    )
+    try:
+        committed = reader.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout)
+    finally:
+        reader.close()
+    return sum(
+        max(0, ends[(tp.topic, tp.partition)][1] - max(ends[(tp.topic, tp.partition)][0], tp.offset))
+        for tp in committed
+    )
+
+
+def handbook_sync_running(engine: Engine) -> bool:
+    with engine.connect() as conn:
+        if not HANDBOOK_SYNC_LOCK.try_acquire(conn):
+            return True
+        HANDBOOK_SYNC_LOCK.release(conn)
+        conn.commit()
+    return False
+
+
+def republish_pending(engine: Engine) -> int:
+    """Regions / cities whose republish is not finished (the sensor starts a run for them too)."""
+    with engine.connect() as conn:
+        return len(store.pending_republishes(conn))
+
+
+def _sleep_unless(seconds: float, stop: Callable[[], bool]) -> None:
+    end = time.monotonic() + seconds
+    while not stop() and time.monotonic() < end:
+        time.sleep(min(0.1, max(0.0, end - time.monotonic())))

@@ -1,0 +1,143 @@
+"""The Dagster shell of handbook-sync: the job and its materializations, the singleton sensor and
+`pin-chessboard handbook-sync`, and `talent-sim rename` feeding it."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import pytest
+
+from pin_chessboard_pipelines.cli import main
+from pin_chessboard_pipelines.defs.handbook_sync.definitions import (
+    JOB_NAME,
+    OP_NAME,
+    SINGLETON_TAG,
+    definitions,
+    handbook_sync,
+    handbook_sync_sensor,
+)
+from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.handbook_sync import HandbookSync
+from pin_chessboard_pipelines.handbook_sync import store as handbook_store
+from pin_chessboard_pipelines.handbook_sync.values import HandbookValue, Kind
+from pin_chessboard_pipelines.talent.simulator.handbook import publish_handbook
+from tests.support.replica import apply, context_factory, tid
+from tests.support.talent_kafka import count, own_broker
+
+pytestmark = [pytest.mark.slow, pytest.mark.kafka]
+
+
+@pytest.fixture
+def broker(monkeypatch):
+    with own_broker() as bootstrap:
+        monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", bootstrap)
+        yield bootstrap
+
+
+def _resources(db_url: str) -> dict:
+    return {"chessboard": ChessboardResource(database_url=db_url)}
+
+
+def _sensor(db_url: str, instance: dg.DagsterInstance):
+    return handbook_sync_sensor(dg.build_sensor_context(instance=instance, resources=_resources(db_url)))
+
+
+def _moscow_projects(engine, n: int = 3) -> None:
+    ctx = context_factory(engine)(run_id=None)
+    developer = {"id": tid(), "version": 1, "name": "ГК"}
+    apply(engine, "developer", [developer], ctx)
+    items = [
+        {
+            "id": tid(),
+            "developerId": developer["id"],
+            "version": 1,
+            "name": f"ЖК {i}",
+            "type": "ResidentialComplex",
+            "class": "Comfort",
+            "constructionStatus": "Planned",
+            "countryId": 643,
+            "regionId": 77,
+            "cityId": 1,
+            "currencyId": 643,
+        }
+        for i in range(n)
+    ]
+    assert apply(engine, "project", items, ctx).applied == n
+
+
+def test_job_republishes_and_materializes_the_handbook_replica(db_url, engine, broker):
+    _moscow_projects(engine)
+    assert main(["talent-sim", "rename", "--region", "77", "--name", "Город Москва"]) == 0
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = handbook_sync.execute_in_process(
+            instance=instance,
+            resources=_resources(db_url),
+            run_config={"ops": {OP_NAME: {"config": {"time_budget_seconds": 60}}}},
+        )
+        materialized = instance.get_latest_materialization_event(dg.AssetKey("handbook_replica"))
+    assert result.success
+    (output,) = [e for e in result.events_for_node(OP_NAME) if e.is_successful_output]
+    metadata = {k: v.value for k, v in output.step_output_data.metadata.items()}
+    assert (metadata["renamed"], metadata["republished"], metadata["stopped"]) == (1, 3, "idle")
+    assert materialized is not None
+    names = count(
+        engine,
+        "SELECT count(*) FROM chessboard.outbox_messages "
+        "WHERE payload->'regionSnapshot'->>'name' = 'Город Москва' AND published_at IS NOT NULL",
+    )
+    assert names == 3  # on Kafka through the fast path
+
+
+def test_sensor_starts_a_run_for_messages_or_a_pending_republish(db_url, engine, broker):
+    with dg.DagsterInstance.ephemeral() as instance:
+        unreadable = _sensor(db_url, instance)  # no handbook topics yet
+        publish_handbook(broker)
+        lagging = _sensor(db_url, instance)
+        defs = dg.Definitions.merge(definitions(), dg.Definitions(resources=_resources(db_url)))
+        run = instance.create_run_for_job(
+            job_def=defs.resolve_job_def(JOB_NAME), status=dg.DagsterRunStatus.STARTED
+        )
+        busy = _sensor(db_url, instance)
+        instance.report_run_canceled(run)
+        HandbookSync(engine, broker, poll_timeout=0.1).run(until_idle=True, max_seconds=60)
+        caught_up = _sensor(db_url, instance)
+        _moscow_projects(engine)
+        with engine.begin() as conn:  # a rename whose republish a dead run left unfinished
+            handbook_store.apply_values(conn, [HandbookValue(Kind.REGION, 77, "М", 99)], [], "test")
+        pending = _sensor(db_url, instance)
+    assert isinstance(unreadable, dg.SkipReason) and "cannot be read" in unreadable.skip_message
+    assert isinstance(lagging, dg.SensorResult)
+    (request,) = lagging.run_requests
+    assert request.tags[SINGLETON_TAG] == "handbook-sync" and request.tags["pin/handbook-sync-lag"] == "17"
+    assert isinstance(busy, dg.SkipReason) and run.run_id in busy.skip_message
+    assert isinstance(caught_up, dg.SkipReason) and "caught up" in caught_up.skip_message
+    assert isinstance(pending, dg.SensorResult)
+    assert pending.run_requests[0].tags["pin/handbook-republish-pending"] == "1"
+
+
+@pytest.fixture
+def cli_env(db_url, broker, monkeypatch, tmp_path):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    monkeypatch.setenv("CHESSBOARD_DATABASE_URL", db_url)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_POSTGRES_URL", db_url)
+    return home
+
+
+def test_handbook_sync_command(cli_env, engine, broker, capsys):
+    assert main(["handbook-sync", "--until-idle"]) == 2  # no handbook topics yet
+    assert capsys.readouterr().err.startswith("CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE: handbook-sync: ")
+    _moscow_projects(engine, 2)
+    assert main(["talent-sim", "rename", "--city", "1", "--name", "Москва-Сити"]) == 0
+    capsys.readouterr()
+    assert main(["handbook-sync", "--until-idle", "--time-budget", "60"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["status"] == "Completed" and summary["republished"] == 2
+    assert summary["renames"] == [
+        {"kind": "city", "id": 1, "name": "Москва-Сити", "version": summary["renames"][0]["version"]}
+    ]
+    assert main(["talent-sim", "rename", "--city", "4242", "--name", "X"]) == 2  # no region known
+    assert "give its region id" in capsys.readouterr().err
