@@ -27,7 +27,13 @@ def test_six_partitioned_assets_chained_by_the_stage_barriers():
     for asset in STAGE_ASSETS:
         assert asset.partitions_def == talent_config.TALENT_DEVELOPERS
         # one import at a time on every path: the run queue holds a second run of the pool
-        assert asset.op.pool == "talent_import"
+        ops = list(asset.node_def.iterate_op_defs())
+        assert {op.pool for op in ops} == {"talent_import"}
+        # plan -> one page step per process (16 at most; those beyond `processes` are skipped) -> barrier
+        name = asset.key.to_user_string()
+        assert sorted(op.name for op in ops) == sorted(
+            [f"{name}_plan", f"{name}_barrier", *(f"{name}_pages_{i}" for i in range(16))]
+        )
         assert asset.specs_by_key[asset.key].owners == ["team:pin-platform-core"]
         assert asset.backfill_policy == dg.BackfillPolicy.single_run()
         assert asset.group_names_by_key[asset.key] == "talent_import"
@@ -50,7 +56,7 @@ def test_jobs_sensors_checks_and_config():
     assert dg.AssetCheckKey(dg.AssetKey("property_objects"), "import_not_stuck") in checks
     assert sum(1 for c in checks if c.name == "no_quarantined_items") == 6
     fields = talent_config.TalentImportConfig.model_fields
-    assert set(fields) == {"mode", "page_size", "project_id_filter", "dry_run", "workers"}
+    assert set(fields) == {"mode", "page_size", "project_id_filter", "dry_run", "workers", "processes"}
     assert talent_config.TalentImportConfig().mode == "ApiPull"
     # the launchpad: mode is an enum, every field is described and has its default
     schema = job.run_config_schema.config_type.fields["resources"].config_type.fields["talent_import"]
