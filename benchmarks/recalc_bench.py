@@ -38,8 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pin_chessboard_pipelines.recalc.audit import audit  # noqa: E402
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason  # noqa: E402
 from pin_chessboard_pipelines.recalc.drain import DrainResult, drain  # noqa: E402
-from pin_chessboard_pipelines.recalc.enqueue import enqueue_recalc  # noqa: E402
-from pin_chessboard_pipelines.recalc.queue import due_summary  # noqa: E402
+from pin_chessboard_pipelines.recalc.queue import (
+    due_summary,  # noqa: E402
+    enqueue_recalc,  # noqa: E402
+)
 from pin_chessboard_pipelines.runtime.embedded import admin_execute  # noqa: E402
 from pin_chessboard_pipelines.store.engine import get_engine, with_database  # noqa: E402
 from pin_chessboard_pipelines.store.migrate import upgrade  # noqa: E402

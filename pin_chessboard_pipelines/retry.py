@@ -244,8 +244,13 @@ class Stopper:
     be handed to code that takes a `should_stop` callable or nested in another Stopper.
     """
 
-    def __init__(self, *probes: Callable[[], bool], poll_seconds: float = 0.05) -> None:
+    def __init__(
+        self, *probes: Callable[[], bool], deadline: float | None = None, poll_seconds: float = 0.05
+    ) -> None:
+        """`deadline`: a `time.monotonic()` instant at which the loop's time budget is spent (then
+        stopped with TIME_BUDGET; `sleep` wakes at it)."""
         self._probes = [p for p in probes if p is not None]
+        self._deadline = deadline
         self._poll = poll_seconds
         self._event = threading.Event()
         self._lock = threading.Lock()
@@ -266,8 +271,12 @@ class Stopper:
         self._event.set()
 
     def stopped(self) -> bool:
-        """True once stop() was called or a probe said so (a probe's answer is kept: CANCELLED)."""
+        """True once stop() was called, the deadline passed (TIME_BUDGET) or a probe said so
+        (CANCELLED); the answer is kept."""
         if self._event.is_set():
+            return True
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            self.stop(StopReason.TIME_BUDGET)
             return True
         if any(probe() for probe in self._probes):
             self.stop(StopReason.CANCELLED)
@@ -283,6 +292,8 @@ class Stopper:
     def sleep(self, seconds: float) -> bool:
         """Sleeps up to `seconds`, waking at once on stop(); True if NOT stopped."""
         deadline = time.monotonic() + max(seconds, 0.0)
+        if self._deadline is not None:
+            deadline = min(deadline, self._deadline)
         while not self.stopped():
             left = deadline - time.monotonic()
             if left <= 0:
@@ -349,7 +360,7 @@ class RetryStopped(Exception):
 class Retrier:
     """Runs an operation again after failures, as `policy` decides, sleeping through `stopper`
     and logging every wait; gives up by raising the last error (or RetryStopped when stopped
-    while waiting). The streak (attempt count, first failure) is per call.
+    before or while waiting). The streak (attempt count, first failure) is per call.
 
     `policy` may be a number: the transient budget in seconds of a policy that retries transient
     errors only (from 0.5 s) and raises any other error at once."""
@@ -385,8 +396,10 @@ class Retrier:
                 first_failure = now if first_failure is None else first_failure
                 attempt += 1
                 decision = self.policy.decide(error, attempt, now - first_failure)
-                if decision.wait is None or self.stopper.stopped():
+                if decision.wait is None:
                     raise
+                if self.stopper.stopped():
+                    raise RetryStopped(f"stopped instead of retrying: {error_line(error)}") from error
                 log_event(
                     log,
                     logging.WARNING,

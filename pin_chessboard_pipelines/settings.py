@@ -55,6 +55,8 @@ class Settings:
     talent_api_timeout_seconds: float = 30.0
     # transient failures of a page (source or database) are retried with backoff this long
     import_page_retry_seconds: float = 600.0
+    # drain workers (steps) of each sensor-started recalc run (operations.md "Scale-out")
+    recalc_drains: int = 1
 
     def __repr__(self) -> str:  # never print the token
         token = "***" if self.talent_api_token else None
@@ -209,6 +211,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         import_page_retry_seconds=_parse(
             env, "CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS", 600.0, _seconds(0), "a number of seconds >= 0"
         ),
+        recalc_drains=_parse(env, "CHESSBOARD_RECALC_DRAINS", 1, _int_in(1, 16), "an integer 1..16"),
     )
 
 
