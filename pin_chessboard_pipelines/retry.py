@@ -135,9 +135,13 @@ def transient_reason(error: BaseException) -> str | None:
     a wrong password, bad data, a bug).
 
     Looks through the whole cause chain: SQLAlchemy's wrapper (`.orig`), `__cause__` and
-    `__context__`, so the driver's error decides whatever wraps it.
+    `__context__`, so the driver's error decides whatever wraps it. An error with a `retry_reason`
+    attribute (e.g. the relay's failed deliveries) is transient for that reason.
     """
     for e in _chain(error):
+        declared = getattr(e, "retry_reason", None)  # an error of the project's own that says why
+        if isinstance(declared, str) and declared:
+            return declared
         status = _http_status(e)
         if status is not None:
             if status == 429:
@@ -245,11 +249,11 @@ class Stopper:
     """
 
     def __init__(
-        self, *probes: Callable[[], bool], deadline: float | None = None, poll_seconds: float = 0.05
+        self, *probes: Callable[[], bool] | None, deadline: float | None = None, poll_seconds: float = 0.05
     ) -> None:
-        """`deadline`: a `time.monotonic()` instant at which the loop's time budget is spent (then
+        """Probes that are None are left out. `deadline`: a `time.monotonic()` instant at which the loop's time budget is spent (then
         stopped with TIME_BUDGET; `sleep` wakes at it)."""
-        self._probes = [p for p in probes if p is not None]
+        self._probes: list[Callable[[], bool]] = [p for p in probes if p is not None]
         self._deadline = deadline
         self._poll = poll_seconds
         self._event = threading.Event()
@@ -353,6 +357,29 @@ class FailurePolicy:
         return RetryDecision(backoff.delay(attempt), PERMANENT)
 
 
+class FailureStreak:
+    """The consecutive failures of one work item under `policy`: counts the attempts and the time
+    since the first failure, for loops that wait in their own way (between passes, per batch)."""
+
+    def __init__(self, policy: FailurePolicy, clock: Callable[[], float] = time.monotonic) -> None:
+        self.policy = policy
+        self._clock = clock
+        self.attempt = 0
+        self._first: float | None = None
+
+    def decide(self, error: BaseException) -> RetryDecision:
+        """One more failure: the policy's decision for it."""
+        now = self._clock()
+        self._first = now if self._first is None else self._first
+        self.attempt += 1
+        return self.policy.decide(error, self.attempt, now - self._first)
+
+    def reset(self) -> None:
+        """The work item succeeded: the next failure starts a new streak."""
+        self.attempt = 0
+        self._first = None
+
+
 class RetryStopped(Exception):
     """The Stopper said stop while waiting for a retry."""
 
@@ -386,16 +413,12 @@ class Retrier:
         self._clock = clock
 
     def __call__(self, what: str, operation: Callable[[], T]) -> T:
-        first_failure: float | None = None
-        attempt = 0
+        streak = FailureStreak(self.policy, self._clock)
         while True:
             try:
                 return operation()
             except Exception as error:
-                now = self._clock()
-                first_failure = now if first_failure is None else first_failure
-                attempt += 1
-                decision = self.policy.decide(error, attempt, now - first_failure)
+                decision = streak.decide(error)
                 if decision.wait is None:
                     raise
                 if self.stopper.stopped():
@@ -407,7 +430,7 @@ class Retrier:
                     **self.fields(),
                     What=what,
                     Reason=decision.reason,
-                    Attempt=attempt,
+                    Attempt=streak.attempt,
                     WaitSeconds=f"{decision.wait:.1f}",
                     Error=repr(error_line(error)),
                 )

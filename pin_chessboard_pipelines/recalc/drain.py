@@ -204,7 +204,7 @@ def drain(
     """
     started = time.monotonic()
     deadline = None if time_budget_seconds is None else started + time_budget_seconds
-    stopper = Stopper(should_stop, deadline=deadline) if should_stop else Stopper(deadline=deadline)
+    stopper = Stopper(should_stop, deadline=deadline)
     loop = _DrainLoop(engine, batch_size, policy, stopper, run_log or logger, exclude)
     try:
         ctx = ProjectContext(

@@ -14,6 +14,7 @@ from sqlalchemy.exc import OperationalError
 from pin_chessboard_pipelines.retry import (
     Backoff,
     FailurePolicy,
+    FailureStreak,
     Retrier,
     RetryDecision,
     RetryStopped,
@@ -318,3 +319,22 @@ def test_the_retrier_stops_while_waiting():
     with pytest.raises(RetryStopped):
         Retrier(FailurePolicy(initial=30), stopper)("work", operation)
     assert time.monotonic() - started < 5 and len(calls) == 1
+
+
+def test_a_streak_counts_attempts_from_the_first_failure_and_resets():
+    clock = iter([10.0, 12.0, 20.0, 30.0])
+    streak = FailureStreak(FailurePolicy(budget_seconds=5, initial=1), clock=lambda: next(clock))
+    lost = ConnectionResetError(104, "reset")
+    assert streak.decide(lost) == RetryDecision(1, "connection-lost")
+    assert streak.decide(lost) == RetryDecision(2, "connection-lost")  # 2 s after the first
+    assert streak.decide(lost).give_up  # 10 s after the first: the 5 s budget is spent
+    streak.reset()
+    assert streak.decide(lost) == RetryDecision(1, "connection-lost") and streak.attempt == 1
+
+
+def test_an_error_that_declares_its_retry_reason_is_transient():
+    class DeliveryFailed(Exception):
+        retry_reason = "broker-unavailable"
+
+    assert transient_reason(DeliveryFailed("3 messages not acknowledged")) == "broker-unavailable"
+    assert FailurePolicy().decide(DeliveryFailed(), 1, 0) == RetryDecision(1, "broker-unavailable")
