@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -44,7 +44,6 @@ from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.events.messages import (
     DEFAULT_MESSAGE_TIMEOUT_MS,
     RelayResult,
-    broker_reachable,
     held_back,
     message_value,
     producer_config,
@@ -208,6 +207,10 @@ class OutboxRelay:
             if call.until_empty
             else int(conn.execute(self._queries["outbox_max_pending_id"]).scalar_one())
         )
+        while call.unmarked:  # acknowledged by the broker before the store went away
+            rows, to_mark = call.unmarked[0]
+            self._mark(conn, rows, to_mark, result)
+            call.unmarked.pop(0)
         if upto == 0:
             return
         while True:
@@ -242,7 +245,7 @@ class OutboxRelay:
 
         if call.over():
             return "stopped"
-        marks: list[Future] = []
+        marks: list[tuple[Future, list[Any], list[int]]] = []
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox-relay-db") as db:
             try:
                 fetch_traced = tracing.bind(fetch)  # the database thread's spans join this relay's trace
@@ -259,14 +262,14 @@ class OutboxRelay:
                     held = held_back([(row.id, row.message_key) for row in rows], failed_ids)
                     to_mark = [row_id for row_id in acked if row_id not in held]
                     if to_mark:
-                        marks.append(db.submit(tracing.bind(self._mark), conn, rows, to_mark, result))
+                        mark = db.submit(tracing.bind(self._mark), conn, rows, to_mark, result)
+                        marks.append((mark, rows, to_mark))
                     if failed_ids:
                         self._failed_batch(result, len(rows), len(failed_ids), len(held), error)
                         return "failed"
                 return "stopped"
             finally:
-                for mark in marks:  # every acknowledged row is marked before the pass ends
-                    mark.result()
+                self._wait_for_marks(marks, call)
 
     @staticmethod
     def _failed_batch(result: RelayResult, rows: int, failed: int, pending: int, error: str | None) -> None:
@@ -349,6 +352,20 @@ class OutboxRelay:
         failed_ids = {row.id for row in rows if row.id not in acked_ids} if error else set()
         return acked, failed_ids, error
 
+    @staticmethod
+    def _wait_for_marks(marks: list[tuple[Future, list[Any], list[int]]], call: _Call) -> None:
+        """Every acknowledged row is marked before the pass ends; rows whose mark failed (the store
+        went away) are kept for the next session, so a store restart does not republish them."""
+        failure: BaseException | None = None
+        for mark, rows, to_mark in marks:
+            try:
+                mark.result()
+            except Exception as error:  # noqa: BLE001 - raised below, after the others are kept
+                call.unmarked.append((rows, to_mark))
+                failure = failure or error
+        if failure is not None:
+            raise failure
+
     def _mark(self, conn: Connection, rows: list[Any], to_mark: list[int], result: RelayResult) -> None:
         conn.execute(self._queries["outbox_mark_published"], {"ids": "{" + ",".join(map(str, to_mark)) + "}"})
         marked = set(to_mark)
@@ -387,54 +404,6 @@ class OutboxRelay:
                 pass
 
 
-def relay_pending(
-    engine: Engine,
-    bootstrap_servers: str,
-    *,
-    max_batches: int | None = None,
-    until_empty: bool = False,
-    max_seconds: float | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    wait_for_lock: bool = False,
-    message_timeout_ms: int = DEFAULT_MESSAGE_TIMEOUT_MS,
-) -> RelayResult:
-    """The fast path a job calls right after its commit: publish what is pending, then return.
-
-    If another relay is active (`lock_busy`), it will publish these rows too; if the broker is
-    down, the rows stay pending and the relay sensor's sweep retries them.
-    """
-    with OutboxRelay(
-        engine, bootstrap_servers, batch_size=batch_size, message_timeout_ms=message_timeout_ms
-    ) as relay:
-        return relay.relay_pending(
-            until_empty=until_empty,
-            max_batches=max_batches,
-            max_seconds=max_seconds,
-            wait_for_lock=wait_for_lock,
-        )
-
-
-def relay_after_commit(
-    engine: Engine, bootstrap_servers: str, *, message_timeout_ms: int = 5000
-) -> RelayResult | None:
-    """The fast path for a job's last step: publish what its transactions left, never fail the job.
-
-    A broker that does not accept connections costs milliseconds (the relay sensor's sweep picks
-    the rows up later); any other failure is logged and leaves the rows pending as well.
-    """
-    if not broker_reachable(bootstrap_servers):
-        # the relay sweep publishes them later
-        log_event(
-            log, logging.INFO, "outbox_fast_path_skipped", Reason="no-broker", Bootstrap=bootstrap_servers
-        )
-        return None
-    try:
-        return relay_pending(engine, bootstrap_servers, message_timeout_ms=message_timeout_ms)
-    except Exception as error:  # the rows stay pending: the sweep retries them
-        log_event(log, logging.WARNING, "outbox_fast_path_failed", Error=repr(error_line(error)))
-        return None
-
-
 @dataclass
 class _Call:
     """One relay_pending call: its result, stopper (stop request, deadline) and failure streak."""
@@ -445,6 +414,8 @@ class _Call:
     deadline: float | None
     until_empty: bool
     max_batches: int | None
+    # (rows, ids) the broker acknowledged whose mark failed: marked first on the next session
+    unmarked: list[tuple[list[Any], list[int]]] = field(default_factory=list)
 
     def remaining(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())

@@ -207,9 +207,11 @@ def drain(
     stopper = Stopper(should_stop, deadline=deadline)
     loop = _DrainLoop(engine, batch_size, policy, stopper, run_log or logger, exclude)
     try:
+        if handbook is None:
+            handbook = loop.retrier("read the handbook", lambda: _read_handbook(engine))
         ctx = ProjectContext(
             poison_attempts=poison_attempts,
-            handbook=handbook or loop.retrier("read the handbook", lambda: _read_handbook(engine)),
+            handbook=handbook,
             correlation_id=correlation_id or str(uuid.uuid4()),
             logger=logger,
             alerts=run_log,
@@ -349,7 +351,7 @@ def drain_until(
     first = True  # a first pass is made even when the run starts after `ends_at`
     while not slot.stopper.stopped() and (first or time.time() < ends_at):
         try:
-            handbook = handbook or _read_handbook(engine)
+            handbook = _read_handbook(engine) if handbook is None else handbook
             # a run that started late (a loaded machine) still drains what is due once
             budget = max(ends_at - time.time(), FIRST_PASS_SECONDS if first else 0.0)
             result = drain(

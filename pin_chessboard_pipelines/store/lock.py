@@ -8,6 +8,7 @@ dead process frees it. `describe` names the backend that holds it, for the opera
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,9 +17,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
+from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.retry import Stopper
 from pin_chessboard_pipelines.store.engine import sqlalchemy_url
 from pin_chessboard_pipelines.store.queries import queries
+
+log = logging.getLogger(__name__)
 
 
 def lock_key(name: str) -> int:
@@ -146,6 +150,11 @@ class SessionLock:
                 return True
             except Exception:  # noqa: BLE001 - the session died, and the lock with it
                 self._drop(release=False)
+                taken = self._take()
+                log_event(
+                    log, logging.WARNING, "advisory_lock_retaken", Lock=repr(self.lock.name), Taken=taken
+                )
+                return taken
         return self._take()
 
     def _take(self) -> bool:

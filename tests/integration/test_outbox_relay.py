@@ -13,6 +13,7 @@ from decimal import Decimal
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.events.consumer import EventProjection, read_events
+from pin_chessboard_pipelines.events.fast_path import relay_after_commit, relay_pending
 from pin_chessboard_pipelines.events.outbox import (
     HEADER_NAMES,
     OutboxEvent,
@@ -32,8 +33,6 @@ from pin_chessboard_pipelines.events.payloads import (
 from pin_chessboard_pipelines.events.relay import (
     RELAY_LOCK,
     OutboxRelay,
-    relay_after_commit,
-    relay_pending,
 )
 from pin_chessboard_pipelines.recalc.drain import drain
 from pin_chessboard_pipelines.runtime.embedded import free_port

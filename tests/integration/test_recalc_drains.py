@@ -39,18 +39,20 @@ def test_the_drain_job_has_one_step_per_drain(monkeypatch):
 def test_two_drain_processes_in_one_run_recalculate_each_project_once(db_url, engine, monkeypatch, tmp_path):
     monkeypatch.setenv("CHESSBOARD_DATABASE_URL", db_url)
     load(engine, "drains-", PROJECTS, 20)
-    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
-        with dg.execute_job(
+    with (
+        dg.instance_for_test(temp_dir=str(tmp_path)) as instance,
+        dg.execute_job(
             dg.reconstructable(two_drains),
             instance=instance,
             run_config=drain_run_config(2, {"until_empty": True}),
-        ) as result:
-            assert result.success
-            steps = {}
-            for name in drain_op_names(2):
-                (output,) = [e for e in result.events_for_node(name) if e.is_successful_output]
-                steps[name] = output.step_output_data.metadata["summary"].value
-            pids = {e.step_key: e.pid for e in result.all_events if e.is_step_start}
+        ) as result,
+    ):
+        assert result.success
+        steps = {}
+        for name in drain_op_names(2):
+            (output,) = [e for e in result.events_for_node(name) if e.is_successful_output]
+            steps[name] = output.step_output_data.metadata["summary"].value
+        pids = {e.step_key: e.pid for e in result.all_events if e.is_step_start}
     assert len(set(pids.values())) == 2  # two OS processes
     recalculated = {name: summary["recalculated"] for name, summary in steps.items()}
     assert all(n > 0 for n in recalculated.values()), recalculated  # both drains took rows

@@ -7,6 +7,7 @@ drain steps (`drain_0` ..), built when the definitions load; each claims its own
 """
 
 import json
+import logging
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +21,7 @@ from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import IN_PROGRESS, graceful_interrupts
 from pin_chessboard_pipelines.errors import RECALC_POISON
 from pin_chessboard_pipelines.observability import metrics
+from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.recalc.audit import audit, drift
 from pin_chessboard_pipelines.recalc.drain import REPUBLISHED, DrainResult, drain, drain_until, store_policy
 from pin_chessboard_pipelines.recalc.drain_timing import (
@@ -174,7 +176,7 @@ def _drain(
 
     with graceful_interrupts() as interrupted:
         if config.poll_until is not None:
-            context.log.info(f"recalc drain polls the queue until {_iso(config.poll_until)}")
+            log_event(context.log, logging.INFO, "recalc_drain_polling", Until=_iso(config.poll_until))
             result = drain_until(
                 chessboard.engine,
                 ends_at=config.poll_until,
@@ -187,7 +189,7 @@ def _drain(
             budget = None if config.until_empty else config.time_budget_seconds
             result = drain(chessboard.engine, time_budget_seconds=budget, should_stop=interrupted, **common)
             relay_events(result)
-    context.log.info(f"recalc drain: {json.dumps(result.summary())}")
+    log_event(context.log, logging.INFO, "recalc_drain_finished", Summary=json.dumps(result.summary()))
     _report(context, chessboard, result, reports_poison=reports_poison)
     if result.stopped is StopReason.CANCELLED:
         raise DagsterExecutionInterruptedError()
