@@ -106,7 +106,9 @@ def merge_summaries(summaries: list[dict[str, Any]]) -> dict[str, Any]:
             merged[key] = sum(values)
         elif all(isinstance(v, dict) for v in values):
             merged[key] = merge_summaries(values)
-        elif key == "error" or all(v == values[0] for v in values):
+        elif key == "error":
+            merged[key] = next((v for v in values if v), values[0])
+        elif all(v == values[0] for v in values):
             merged[key] = values[0]
         else:
             merged[key] = values
