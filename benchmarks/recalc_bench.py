@@ -4,6 +4,7 @@
     python benchmarks/recalc_bench.py [--projects 10000] [--objects 100] [--workers 1]
                                       [--big-objects 1000] [--iterations 300]
                                       [--lag-seconds 60] [--debounce 1.0]
+                                      [--drains 1,2] [--drain-projects 3000] [--only drains]
 
 Uses CHESSBOARD_DATABASE_URL's server (a scratch database is created and dropped) or a
 throw-away embedded PostgreSQL. Figures:
@@ -13,6 +14,10 @@ throw-away embedded PostgreSQL. Figures:
   = 10/s per instance);
 - big project: recalc of one project with --big-objects objects after a one-object edit,
   p50/p99 of the per-project transaction (target p99 <= 20 ms; the documented SLO is 2 s);
+- drains in OS processes: the same N dirty projects drained by 1 and by 2 `drain` processes at
+  once (CHESSBOARD_RECALC_DRAINS, each claiming its own rows with SKIP LOCKED): projects/s of each
+  and the ratio (target 2 drains >= 1.5x one), with where the time goes (the drains' own CPU, the
+  time inside project transactions, rows another drain had taken);
 - lag: edits with the debounced enqueue while a tick loop evaluates the sensor's query every 5 s
   and drains; lag = first request of a queue row -> commit of its recalc (the oldest coalesced
   event), p50/p99 (target p99 <= debounce + 10 s). The loop runs in this process: a Dagster
@@ -22,14 +27,17 @@ throw-away embedded PostgreSQL. Figures:
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import random
+import resource
 import sys
 import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -38,64 +46,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pin_chessboard_pipelines.recalc.audit import audit  # noqa: E402
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason  # noqa: E402
 from pin_chessboard_pipelines.recalc.drain import DrainResult, drain  # noqa: E402
-from pin_chessboard_pipelines.recalc.enqueue import enqueue_recalc  # noqa: E402
-from pin_chessboard_pipelines.recalc.queue import due_summary  # noqa: E402
+from pin_chessboard_pipelines.recalc.queue import due_summary, enqueue_recalc  # noqa: E402
 from pin_chessboard_pipelines.runtime.embedded import admin_execute  # noqa: E402
 from pin_chessboard_pipelines.store.engine import get_engine, with_database  # noqa: E402
 from pin_chessboard_pipelines.store.migrate import upgrade  # noqa: E402
+from tests.support.recalc_load import load  # noqa: E402
 
-BUILDINGS, GROUPS, LAYOUTS = 2, 2, 5
 TICK_SECONDS = 5.0
-
-LOAD_SQL = """
-INSERT INTO chessboard.developers (id, external_talent_id, replica_version, name)
-SELECT md5(:tag || 'd' || d)::uuid, md5(:tag || 'dx' || d)::uuid, 1, 'Developer ' || d
-FROM generate_series(1, :developers) d;
-
-INSERT INTO chessboard.projects (id, external_talent_id, replica_version, tenant_id, developer_id, name,
-    type, class, construction_status, country_id, region_id, city_id, currency_id)
-SELECT md5(:tag || 'p' || p)::uuid, md5(:tag || 'px' || p)::uuid, 1,
-       md5(:tag || 'd' || (p % :developers + 1))::uuid, md5(:tag || 'd' || (p % :developers + 1))::uuid,
-       'Project ' || p, 'ResidentialComplex', 'Comfort', 'UnderConstruction', 643, 77, 1, 643
-FROM generate_series(1, :projects) p;
-
-INSERT INTO chessboard.buildings (id, external_talent_id, replica_version, tenant_id, project_id, name,
-    floors_count)
-SELECT md5(:tag || 'b' || p || '-' || b)::uuid, md5(:tag || 'bx' || p || '-' || b)::uuid, 1,
-       md5(:tag || 'd' || (p % :developers + 1))::uuid, md5(:tag || 'p' || p)::uuid, 'B' || b, 20
-FROM generate_series(1, :projects) p, generate_series(0, :buildings - 1) b;
-
-INSERT INTO chessboard.layout_groups (id, external_talent_id, replica_version, tenant_id, project_id, name,
-    rooms)
-SELECT md5(:tag || 'g' || p || '-' || g)::uuid, md5(:tag || 'gx' || p || '-' || g)::uuid, 1,
-       md5(:tag || 'd' || (p % :developers + 1))::uuid, md5(:tag || 'p' || p)::uuid, 'G' || g, g
-FROM generate_series(1, :projects) p, generate_series(0, :groups - 1) g;
-
-INSERT INTO chessboard.layouts (id, external_talent_id, replica_version, tenant_id, project_id,
-    layout_group_id, name, rooms, total_area)
-SELECT md5(:tag || 'l' || p || '-' || l)::uuid, md5(:tag || 'lx' || p || '-' || l)::uuid, 1,
-       md5(:tag || 'd' || (p % :developers + 1))::uuid, md5(:tag || 'p' || p)::uuid,
-       md5(:tag || 'g' || p || '-' || (l % :groups))::uuid, 'L' || l, l % 4, 25 + l * 7.5
-FROM generate_series(1, :projects) p, generate_series(0, :layouts - 1) l;
-
-INSERT INTO chessboard.property_objects (id, external_talent_id, replica_version, tenant_id, project_id,
-    building_id, layout_id, number, floor, status, price, total_area)
-SELECT md5(:tag || 'o' || p || '-' || k)::uuid, md5(:tag || 'ox' || p || '-' || k)::uuid, 1,
-       md5(:tag || 'd' || (p % :developers + 1))::uuid, md5(:tag || 'p' || p)::uuid,
-       md5(:tag || 'b' || p || '-' || (k % :buildings))::uuid,
-       CASE WHEN k % (:layouts + 1) = :layouts THEN NULL
-            ELSE md5(:tag || 'l' || p || '-' || (k % (:layouts + 1)))::uuid END,
-       k::text, k % 20,
-       (ARRAY['Free', 'Free', 'Free', 'Reserved', 'Booked', 'Sold', 'Sold', 'Hidden'])[1 + (k * 7 + p) % 8],
-       round((3000000 + ((k * 7919 + p * 104729) % 9000000))::numeric, 2), 40
-FROM generate_series(1, :projects) p, generate_series(1, :objects) k;
-
-INSERT INTO chessboard.project_recalc_requests (project_id, tenant_id, due_at, first_requested_at,
-    requested_count, last_reason)
-SELECT md5(:tag || 'p' || p)::uuid, md5(:tag || 'd' || (p % :developers + 1))::uuid, now(), now(), 1,
-       'TalentSync'
-FROM generate_series(1, :projects) p;
-"""
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -116,26 +73,6 @@ def scratch_server(prefix: str = "recalc-bench") -> tuple[str, object | None]:
         Path(tempfile.mkdtemp(prefix=f"{prefix}-pg-")), cleanup_mode="delete"
     )
     return server.get_uri(), server
-
-
-def load(engine: sa.Engine, tag: str, projects: int, objects: int) -> float:
-    started = time.perf_counter()
-    params = {
-        "tag": tag,
-        "projects": projects,
-        "objects": objects,
-        "developers": max(1, projects // 100),
-        "buildings": BUILDINGS,
-        "groups": GROUPS,
-        "layouts": LAYOUTS,
-    }
-    with engine.begin() as conn:
-        for statement in LOAD_SQL.split(";"):
-            if statement.strip():
-                conn.execute(sa.text(statement), params)
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(sa.text("VACUUM ANALYZE"))
-    return time.perf_counter() - started
 
 
 def drain_in_workers(engine: sa.Engine, workers: int, batch_size: int) -> tuple[list[DrainResult], float]:
@@ -204,6 +141,73 @@ def bench_drain(engine: sa.Engine, args: argparse.Namespace) -> None:
     print(
         f"audit of {args.projects} projects: {len(divergences)} divergence(s) in {time.perf_counter() - started:.2f} s"
     )
+
+
+def _drain_process(url: str, batch_size: int, ready: Any, go: Any, out: Any) -> None:
+    """One drain worker in an OS process of its own: connects, waits for the start, drains."""
+    engine = get_engine(url)
+    with engine.connect() as conn:
+        conn.execute(sa.text("SELECT 1"))
+    ready.release()
+    go.wait()
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
+    result = drain(engine, batch_size=batch_size)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    out.put(
+        {
+            "recalculated": result.recalculated,
+            "taken": result.taken_elsewhere,
+            "failed": result.failed,
+            "in_transactions": sum(result.durations),
+            "cpu": (after.ru_utime - cpu.ru_utime) + (after.ru_stime - cpu.ru_stime),
+            "seconds": result.duration_seconds,
+        }
+    )
+    engine.dispose()
+
+
+def drain_in_processes(url: str, drains: int, batch_size: int) -> tuple[list[dict[str, float]], float]:
+    """`drains` drain processes started together on the due rows; (their figures, wall seconds)."""
+    spawn = multiprocessing.get_context("spawn")
+    ready, go, out = spawn.Semaphore(0), spawn.Event(), spawn.Queue()
+    procs = [
+        spawn.Process(target=_drain_process, args=(url, batch_size, ready, go, out)) for _ in range(drains)
+    ]
+    for proc in procs:
+        proc.start()
+    for _ in procs:
+        ready.acquire()  # every process has imported and connected: only the drain is timed
+    started = time.perf_counter()
+    go.set()
+    figures = [out.get() for _ in procs]
+    elapsed = time.perf_counter() - started
+    for proc in procs:
+        proc.join()
+    return figures, elapsed
+
+
+def bench_drain_processes(engine: sa.Engine, url: str, args: argparse.Namespace) -> None:
+    rates: dict[int, float] = {}
+    for n in [int(x) for x in args.drains.split(",")]:
+        load(engine, f"drains{n}-", args.drain_projects, args.objects)
+        figures, elapsed = drain_in_processes(url, n, args.batch_size)
+        done = sum(f["recalculated"] for f in figures)
+        rates[n] = done / elapsed
+        per_drain = ", ".join(
+            f"{f['recalculated']} recalculated / {f['taken']} taken elsewhere, CPU {f['cpu']:.1f} s, "
+            f"in transactions {f['in_transactions']:.1f} s"
+            for f in figures
+        )
+        print(
+            f"{n} drain process(es): {done} dirty projects in {elapsed:.2f} s -> {rates[n]:.0f} projects/s "
+            f"(failed {sum(f['failed'] for f in figures)}); per drain: {per_drain}"
+        )
+        with engine.connect() as conn:
+            print(f"  audit: {len(audit(conn))} divergence(s); due rows left: {due_summary(conn, 5).due}")
+    if 1 in rates and len(rates) > 1:
+        for n, rate in rates.items():
+            if n != 1:
+                print(f"{n} drains / 1 drain: x{rate / rates[1]:.2f} (target >= 1.5 for 2 drains)")
 
 
 def bench_big_project(engine: sa.Engine, args: argparse.Namespace) -> None:
@@ -317,6 +321,9 @@ def main() -> int:
     parser.add_argument("--lag-seconds", type=float, default=60.0, help="0 skips the lag measurement")
     parser.add_argument("--debounce", type=float, default=1.0)
     parser.add_argument("--edits-per-second", type=float, default=20.0)
+    parser.add_argument("--drains", default="1,2", help="drain process counts to compare ('' skips)")
+    parser.add_argument("--drain-projects", type=int, default=3000)
+    parser.add_argument("--only", choices=["drains"], help="run only this measurement")
     args = parser.parse_args()
 
     server_url, server = scratch_server()
@@ -327,10 +334,13 @@ def main() -> int:
         upgrade(url)
         engine = get_engine(url)
         print(f"recalc_bench: {os.cpu_count()} CPU(s), database {database}")
-        bench_drain(engine, args)
-        bench_big_project(engine, args)
-        if args.lag_seconds > 0:
-            bench_lag(engine, args)
+        if args.only is None:
+            bench_drain(engine, args)
+            bench_big_project(engine, args)
+            if args.lag_seconds > 0:
+                bench_lag(engine, args)
+        if args.drains:
+            bench_drain_processes(engine, url, args)
         engine.dispose()
     finally:
         admin_execute(server_url, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')

@@ -41,7 +41,7 @@ from recalc_bench import _pct, load, scratch_server  # noqa: E402
 from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, SLOT_TAG  # noqa: E402
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason  # noqa: E402
 from pin_chessboard_pipelines.recalc.drain import drain  # noqa: E402
-from pin_chessboard_pipelines.recalc.enqueue import enqueue_recalc  # noqa: E402
+from pin_chessboard_pipelines.recalc.queue import enqueue_recalc  # noqa: E402
 from pin_chessboard_pipelines.runtime.embedded import admin_execute, free_port, start_tansu  # noqa: E402
 from pin_chessboard_pipelines.store.engine import get_engine, libpq_url, with_database  # noqa: E402
 from pin_chessboard_pipelines.store.migrate import upgrade  # noqa: E402

@@ -1,16 +1,26 @@
-"""Retrying infrastructure failures: the backoff arithmetic and which errors are worth a retry.
+"""The failure toolkit: one way for every loop (page worker, drain, relay, syncs) to stop, wait,
+retry and give up.
 
-talent-source.md, "Changes of v1.1": a page whose source read or transaction fails for a transient
-reason (5xx, 429, timeout, connection loss, deadlock, the database restarting) is retried with
-exponential backoff capped at 60 s for up to CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS (default 600).
-Backoff and the classification are pure (no I/O, no clock); `Retrier` runs an operation again
-after transient failures, sleeping between attempts and logging what it waits for.
+- `StopReason`: why a loop stopped (an enum, never a bare string).
+- `Stopper`: one interruptible stop flag per loop (probes + `stop()`), and the ONE interruptible
+  sleep of the project (`Stopper.sleep`).
+- `FailurePolicy.decide(error, attempt, elapsed) -> RetryDecision`: retry-or-give-up. Transient
+  errors (5xx, 429, timeout, connection loss, deadlock, the database restarting; talent-source.md,
+  "Changes of v1.1") back off exponentially, capped at 60 s, for up to `budget_seconds` from the
+  first failure (CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS, default 600); other errors get `attempts`
+  attempts; the `permanent` types give up at once.
+- `Retrier`: runs an operation again under a policy, sleeping through a `Stopper`, logging every
+  wait with what it waits for.
+
+Backoff, the classification and the policy are pure (no I/O, no clock).
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,17 +38,17 @@ DEFAULT_BUDGET_SECONDS = 600.0
 # SQLSTATEs of a failure that a new attempt can get past (PostgreSQL, appendix A).
 TRANSIENT_SQLSTATES: dict[str, str] = {
     "40P01": "deadlock",
-    "40001": "serialization failure",
-    "55P03": "lock not available",
-    "57P01": "database restarting",  # admin_shutdown: terminating connection
-    "57P02": "database restarting",  # crash_shutdown
-    "57P03": "database restarting",  # cannot_connect_now: starting up / shutting down
-    "53300": "too many connections",
-    "08000": "connection lost",
-    "08003": "connection lost",
-    "08006": "connection lost",
-    "08001": "connection lost",
-    "08004": "connection lost",
+    "40001": "serialization-failure",
+    "55P03": "lock-not-available",
+    "57P01": "database-restarting",  # admin_shutdown: terminating connection
+    "57P02": "database-restarting",  # crash_shutdown
+    "57P03": "database-restarting",  # cannot_connect_now: starting up / shutting down
+    "53300": "too-many-connections",
+    "08000": "connection-lost",
+    "08003": "connection-lost",
+    "08006": "connection-lost",
+    "08001": "connection-lost",
+    "08004": "connection-lost",
 }
 # SQLSTATE classes that no retry fixes: a wrong password or database name, bad SQL, bad data.
 _PERMANENT_SQLSTATE_CLASSES = ("28", "3D", "42", "22", "23")
@@ -120,20 +130,24 @@ class Backoff:
 
 
 def transient_reason(error: BaseException) -> str | None:
-    """Why `error` is worth another attempt ("answered 503", "timeout", "connection lost",
-    "deadlock", "database restarting", ...), or None when it is permanent (a 4xx other than 429,
+    """Why `error` is worth another attempt ("http-503", "http-429", "timeout",
+    "connection-lost", "deadlock", "database-restarting", ...: kebab-case, a log field's value), or None when it is permanent (a 4xx other than 429,
     a wrong password, bad data, a bug).
 
     Looks through the whole cause chain: SQLAlchemy's wrapper (`.orig`), `__cause__` and
-    `__context__`, so the driver's error decides whatever wraps it.
+    `__context__`, so the driver's error decides whatever wraps it. An error with a `retry_reason`
+    attribute (e.g. the relay's failed deliveries) is transient for that reason.
     """
     for e in _chain(error):
+        declared = getattr(e, "retry_reason", None)  # an error of the project's own that says why
+        if isinstance(declared, str) and declared:
+            return declared
         status = _http_status(e)
         if status is not None:
             if status == 429:
-                return "answered 429"
+                return "http-429"
             if 500 <= status <= 599:
-                return f"answered {status}"
+                return f"http-{status}"
             if 400 <= status <= 499:
                 return None
         code = getattr(e, "pgcode", None) or getattr(e, "sqlstate", None)
@@ -143,28 +157,34 @@ def transient_reason(error: BaseException) -> str | None:
             if code.startswith(_PERMANENT_SQLSTATE_CLASSES):
                 return None
             if code.startswith("08"):
-                return "connection lost"
+                return "connection-lost"
         reason = _by_message(e)
         if reason is not None:
             return reason or None
         if getattr(e, "connection_invalidated", False):
-            return "connection lost"
+            return "connection-lost"
         if _is_timeout(e):
             return "timeout"
         if isinstance(e, ConnectionError | socket.gaierror):
-            return "connection lost"
+            return "connection-lost"
         name = type(e).__name__
         if name in ("ConnectTimeout", "ReadTimeout", "Timeout", "TalentTimeout"):
             return "timeout"
         if name in ("ConnectionError", "ChunkedEncodingError", "DisconnectionError", "ProtocolError"):
-            return "connection lost"
+            return "connection-lost"
         if name == "TalentTransientError":  # the client's own retries ran out on a transient answer
-            return "timeout" if "timed out" in str(e) else "source error"
+            return "timeout" if "timed out" in str(e) else "source-error"
     return None
 
 
-def is_transient(error: BaseException) -> bool:
-    return transient_reason(error) is not None
+def retry_after(error: BaseException) -> float | None:
+    """The seconds a server asked to wait (an HTTP Retry-After carried as `retry_after` by the
+    error or one of its causes), or None."""
+    for e in _chain(error):
+        value = getattr(e, "retry_after", None)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:
@@ -202,70 +222,221 @@ def _by_message(error: BaseException) -> str | None:
         return None
     text = str(error).lower()
     if any(m in text for m in _RESTARTING):
-        return "database restarting"
+        return "database-restarting"
     if any(m in text for m in _PERMANENT_CONNECT):
         return ""
     if any(m in text for m in _CONNECTION_LOST):
-        return "connection lost"
+        return "connection-lost"
     return None
 
 
+class StopReason(enum.Enum):
+    """Why a loop stopped; loops return and log these, never bare strings."""
+
+    DONE = "done"  # the work is finished (queue empty with until_empty, barrier reached, idle)
+    TIME_BUDGET = "time-budget"  # the loop's own time budget is spent
+    LIFETIME = "lifetime"  # a long-lived worker's slot is over (the next run takes over)
+    CANCELLED = "cancelled"  # terminate / Ctrl-C / a should_stop probe
+    FAILED = "failed"  # gave up: a permanent error or the retry budget spent
+
+
+class Stopper:
+    """One interruptible stop flag for a loop: probes (callables returning True = stop) + stop().
+
+    `sleep` is the project's one interruptible sleep: it wakes at once on `stop()` and notices a
+    probe within `poll_seconds`. A Stopper is itself a probe (calling it = `stopped()`), so it can
+    be handed to code that takes a `should_stop` callable or nested in another Stopper.
+    """
+
+    def __init__(
+        self, *probes: Callable[[], bool] | None, deadline: float | None = None, poll_seconds: float = 0.05
+    ) -> None:
+        """Probes that are None are left out. `deadline`: a `time.monotonic()` instant at which the loop's time budget is spent (then
+        stopped with TIME_BUDGET; `sleep` wakes at it)."""
+        self._probes: list[Callable[[], bool]] = [p for p in probes if p is not None]
+        self._deadline = deadline
+        self._poll = poll_seconds
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._reason: StopReason | None = None
+
+    @classmethod
+    def of(cls, should_stop: Callable[[], bool] | None) -> Stopper:
+        """`should_stop` itself when it is a Stopper, else a Stopper probing it (None = never)."""
+        if isinstance(should_stop, Stopper):
+            return should_stop
+        return cls() if should_stop is None else cls(should_stop)
+
+    def stop(self, reason: StopReason = StopReason.CANCELLED) -> None:
+        """Asks the loop to stop; the first reason given stays."""
+        with self._lock:
+            if self._reason is None:
+                self._reason = reason
+        self._event.set()
+
+    def stopped(self) -> bool:
+        """True once stop() was called, the deadline passed (TIME_BUDGET) or a probe said so
+        (CANCELLED); the answer is kept."""
+        if self._event.is_set():
+            return True
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            self.stop(StopReason.TIME_BUDGET)
+            return True
+        if any(probe() for probe in self._probes):
+            self.stop(StopReason.CANCELLED)
+            return True
+        return False
+
+    __call__ = stopped
+
+    @property
+    def reason(self) -> StopReason | None:
+        return self._reason
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleeps up to `seconds`, waking at once on stop(); True if NOT stopped."""
+        deadline = time.monotonic() + max(seconds, 0.0)
+        if self._deadline is not None:
+            deadline = min(deadline, self._deadline)
+        while not self.stopped():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            self._event.wait(min(left, self._poll) if self._probes else left)
+        return False
+
+
+@dataclass(frozen=True)
+class RetryDecision:
+    """What to do after a failure: wait `wait` seconds and try again, or give up (wait None)."""
+
+    wait: float | None  # seconds before the next attempt; None = give up
+    reason: str  # the transient reason ("connection-lost", "http-503", ...) or "permanent"
+
+    @property
+    def give_up(self) -> bool:
+        return self.wait is None
+
+
+PERMANENT = "permanent"
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    """Retry-or-give-up for every loop: transient errors back off exponentially (initial, doubling,
+    capped at cap) until budget_seconds since the first failure are spent; other errors get `attempts`
+    attempts; errors in `permanent` (types) give up at once."""
+
+    budget_seconds: float = DEFAULT_BUDGET_SECONDS
+    initial: float = 1.0
+    cap: float = DEFAULT_CAP_SECONDS
+    attempts: int = 3
+    permanent: tuple[type[BaseException], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"attempts must be >= 1, got {self.attempts}")
+        Backoff(initial=self.initial, cap=self.cap, budget=self.budget_seconds)  # validates them
+
+    @property
+    def backoff(self) -> Backoff:
+        return Backoff(initial=self.initial, cap=self.cap, budget=self.budget_seconds)
+
+    def decide(self, error: BaseException, attempt: int, elapsed: float) -> RetryDecision:
+        """After failed attempt number `attempt` (1 = the first failure of this work item),
+        `elapsed` seconds after that first failure: how long to wait, or give up. A transient
+        error's Retry-After replaces the computed wait (still capped, still within the budget)."""
+        if isinstance(error, self.permanent):
+            return RetryDecision(None, PERMANENT)
+        backoff = self.backoff
+        reason = transient_reason(error)
+        if reason is not None:
+            return RetryDecision(backoff.next_delay(attempt, elapsed, retry_after(error)), reason)
+        if attempt >= self.attempts:
+            return RetryDecision(None, PERMANENT)
+        return RetryDecision(backoff.delay(attempt), PERMANENT)
+
+
+class FailureStreak:
+    """The consecutive failures of one work item under `policy`: counts the attempts and the time
+    since the first failure, for loops that wait in their own way (between passes, per batch)."""
+
+    def __init__(self, policy: FailurePolicy, clock: Callable[[], float] = time.monotonic) -> None:
+        self.policy = policy
+        self._clock = clock
+        self.attempt = 0
+        self._first: float | None = None
+
+    def decide(self, error: BaseException) -> RetryDecision:
+        """One more failure: the policy's decision for it."""
+        now = self._clock()
+        self._first = now if self._first is None else self._first
+        self.attempt += 1
+        return self.policy.decide(error, self.attempt, now - self._first)
+
+    def reset(self) -> None:
+        """The work item succeeded: the next failure starts a new streak."""
+        self.attempt = 0
+        self._first = None
+
+
 class RetryStopped(Exception):
-    """should_stop() asked to give up while waiting for a retry."""
+    """The Stopper said stop while waiting for a retry."""
 
 
 class Retrier:
-    """Runs store operations again after transient failures, with backoff, until the budget (from
-    the first failure of the current streak) is spent; then the last error is raised."""
+    """Runs an operation again after failures, as `policy` decides, sleeping through `stopper`
+    and logging every wait; gives up by raising the last error (or RetryStopped when stopped
+    before or while waiting). The streak (attempt count, first failure) is per call.
+
+    `policy` may be a number: the transient budget in seconds of a policy that retries transient
+    errors only (from 0.5 s) and raises any other error at once."""
 
     def __init__(
         self,
-        budget_seconds: float,
+        policy: FailurePolicy | float,
+        stopper: Stopper | None = None,
         *,
-        should_stop: Callable[[], bool] = lambda: False,
-        initial_seconds: float = 0.5,
+        should_stop: Callable[[], bool] | None = None,
         fields: Callable[[], dict[str, Any]] = dict,
-        sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.backoff = Backoff(initial=initial_seconds, budget=budget_seconds)
-        self.should_stop = should_stop
+        if not isinstance(policy, FailurePolicy):
+            policy = FailurePolicy(budget_seconds=float(policy), initial=0.5, attempts=1)
+        self.policy = policy
+        if stopper is None:
+            stopper = Stopper.of(should_stop)
+        elif should_stop is not None:
+            stopper = Stopper(stopper, should_stop)
+        self.stopper = stopper
         self.fields = fields
-        self._sleep = sleep
         self._clock = clock
 
     def __call__(self, what: str, operation: Callable[[], T]) -> T:
-        first_failure: float | None = None
-        attempt = 0
+        streak = FailureStreak(self.policy, self._clock)
         while True:
             try:
                 return operation()
             except Exception as error:
-                reason = transient_reason(error)
-                if reason is None:
+                decision = streak.decide(error)
+                if decision.wait is None:
                     raise
-                now = self._clock()
-                first_failure = now if first_failure is None else first_failure
-                attempt += 1
-                wait = self.backoff.next_delay(attempt, now - first_failure)
-                if wait is None or self.should_stop():
-                    raise
+                if self.stopper.stopped():
+                    raise RetryStopped(f"stopped instead of retrying: {error_line(error)}") from error
                 log_event(
                     log,
                     logging.WARNING,
                     "retry",
                     **self.fields(),
                     What=what,
-                    Reason=reason,
-                    Attempt=attempt,
-                    WaitSeconds=f"{wait:.1f}",
+                    Reason=decision.reason,
+                    Attempt=streak.attempt,
+                    WaitSeconds=f"{decision.wait:.1f}",
                     Error=repr(error_line(error)),
                 )
-                self.wait(wait)
+                self.wait(decision.wait)
 
     def wait(self, seconds: float) -> None:
-        deadline = self._clock() + seconds
-        while (left := deadline - self._clock()) > 0:
-            if self.should_stop():
-                raise RetryStopped("stopped while waiting to retry")
-            self._sleep(min(0.1, left))
+        """Sleeps `seconds` through the stopper; RetryStopped when it says stop meanwhile."""
+        if not self.stopper.sleep(seconds):
+            raise RetryStopped("stopped while waiting to retry")

@@ -59,6 +59,8 @@ class Settings:
     import_page_retry_seconds: float = 600.0
     # the executor of the import and recalc jobs (defs/executors.py), one of DAGSTER_EXECUTORS
     dagster_executor: str = "in_process"
+    # drain workers (steps) of each sensor-started recalc run (operations.md "Scale-out")
+    recalc_drains: int = 1
 
     def __repr__(self) -> str:  # never print the token
         token = "***" if self.talent_api_token else None
@@ -214,6 +216,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             env, "CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS", 600.0, _seconds(0), "a number of seconds >= 0"
         ),
         dagster_executor=load_dagster_executor(env),
+        recalc_drains=_parse(env, "CHESSBOARD_RECALC_DRAINS", 1, _int_in(1, 16), "an integer 1..16"),
     )
 
 

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from pin_chessboard_pipelines.errors import (
@@ -29,14 +30,16 @@ CONSOLE_LOGGER = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
 
 def run_job(
     job_name: str,
-    op_name: str,
+    op_name: str | Sequence[str],
     op_config: dict[str, Any],
     settings: Settings | None = None,
 ) -> int:
     """Runs the job in process on the instance; prints one JSON line {runId, status, **summary}
-    (the op's `summary` metadata, or the error of its failure) and returns the exit code."""
+    (the op's `summary` metadata, or the error of its failure) and returns the exit code.
+    Several op names: each gets `op_config`, the summary is theirs merged (`merge_summaries`)."""
     import dagster as dg
 
+    names = [op_name] if isinstance(op_name, str) else list(op_name)
     prepare_dagster_home(settings or load_settings())
     from pin_chessboard_pipelines.definitions import build_definitions
 
@@ -44,11 +47,11 @@ def run_job(
     with dg.DagsterInstance.get() as instance:
         result = job.execute_in_process(
             instance=instance,
-            run_config={**CONSOLE_LOGGER, "ops": {op_name: {"config": op_config}}},
+            run_config={**CONSOLE_LOGGER, "ops": {name: {"config": op_config} for name in names}},
             tags={"pin/trigger": "cli"},
             raise_on_error=False,
         )
-        summary = op_summary(result, op_name)
+        summary = merge_summaries([op_summary(result, name) for name in names])
     status = "Completed" if result.success else "Failed"
     print(json.dumps({"runId": result.run_id, "status": status, **summary}, ensure_ascii=False, default=str))
     if result.success:
@@ -132,6 +135,27 @@ def with_one_line_console(job: Any) -> Any:
         return logger
 
     return job.with_logger_defs({"console": one_line_console})
+
+
+def merge_summaries(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """One summary of several steps: numbers (and dicts of numbers) summed, a value the steps
+    agree on kept, others listed per step (e.g. why each drain stopped); the first error."""
+    if len(summaries) == 1:
+        return summaries[0]
+    merged: dict[str, Any] = {}
+    for key in dict.fromkeys(k for summary in summaries for k in summary):
+        values = [summary[key] for summary in summaries if key in summary]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            merged[key] = sum(values)
+        elif all(isinstance(v, dict) for v in values):
+            merged[key] = merge_summaries(values)
+        elif key == "error":
+            merged[key] = next((v for v in values if v), values[0])
+        elif all(v == values[0] for v in values):
+            merged[key] = values[0]
+        else:
+            merged[key] = values
+    return merged
 
 
 def op_summary(result: Any, op_name: str) -> dict[str, Any]:

@@ -64,9 +64,11 @@ def _print_json(value: dict[str, Any]) -> None:
 def _drain(args: argparse.Namespace) -> int:
     """The recalc job through the Dagster instance in DAGSTER_HOME, so the run shows in the UI."""
     from pin_chessboard_pipelines.cli.jobs import run_job
-    from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, OP_NAME
+    from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, drain_op_names
+    from pin_chessboard_pipelines.settings import load_settings
 
-    return run_job(JOB_NAME, OP_NAME, {"until_empty": bool(args.until_empty)})
+    steps = drain_op_names(load_settings().recalc_drains)
+    return run_job(JOB_NAME, steps, {"until_empty": bool(args.until_empty)})
 
 
 def _request(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 import dagster as dg
 from sqlalchemy.engine import Engine
 
-from pin_chessboard_pipelines.events.relay import relay_after_commit
+from pin_chessboard_pipelines.events.fast_path import relay_after_commit
 from pin_chessboard_pipelines.observability.tracing import configure_tracing
 from pin_chessboard_pipelines.runtime.services import database_url
 from pin_chessboard_pipelines.settings import Settings, load_settings

@@ -5,6 +5,7 @@ The I/O is events/relay.py's."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -112,3 +113,15 @@ def held_back(rows: list[tuple[int, str]], failed_ids: set[int]) -> set[int]:
         elif key in blocked_keys:
             held.add(row_id)
     return held
+
+
+def broker_reachable(bootstrap_servers: str, timeout: float = 0.2) -> bool:
+    """Whether any bootstrap server accepts a TCP connection (milliseconds when it is down)."""
+    for server in bootstrap_servers.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False

@@ -12,13 +12,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry.trace import SpanKind
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 from pin_chessboard_pipelines.events import exact_json
 from pin_chessboard_pipelines.events.payloads import CONTRACT_VERSION, EVENT_TYPES, topic_of
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.store.cursor import copy_in
-from pin_chessboard_pipelines.store.queries import cursor_queries
+from pin_chessboard_pipelines.store.queries import cursor_queries, queries
 
 # The contract headers, in contract order (docs/events.md#key-and-headers).
 HEADER_NAMES = (
@@ -181,3 +181,27 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 def payload_bytes(payload: dict[str, Any]) -> bytes:
     """The Kafka value of an event: its payload as compact UTF-8 JSON."""
     return exact_json.dumps_bytes(payload)
+
+
+def purge_published(
+    engine: Engine, retention_seconds: float, *, batch_size: int = 5000, max_batches: int = 100
+) -> int:
+    """Deletes published rows older than the retention in bounded batches; returns how many."""
+    statement = queries("outbox")["outbox_purge_published"]
+    deleted = 0
+    for _ in range(max_batches):
+        with engine.begin() as conn:
+            n = conn.execute(
+                statement, {"retention_seconds": float(retention_seconds), "limit": batch_size}
+            ).rowcount
+        deleted += n
+        if n < batch_size:
+            break
+    return deleted
+
+
+def pending_summary(engine: Engine) -> dict[str, float]:
+    """{"backlog", "max_id", "oldest_age_seconds"} of the unpublished rows."""
+    with engine.connect() as conn:
+        row = conn.execute(queries("outbox")["outbox_pending_summary"]).mappings().one()
+    return {key: float(value) for key, value in row.items()}

@@ -22,22 +22,25 @@ rows of the same key that come after a failed one are left unmarked too, so the 
 every key is still in commit order; the failed rows are retried first, with backoff. After a
 failure the producer is rebuilt (an idempotent producer's state dies with the broker's) and the
 topics are re-ensured (a broker that lost its topics gets them back with the contract's counts).
+A store that restarts under the relay ends its session and the lock with it: the relay waits for
+the store, opens a new session, takes the lock again and goes on. Both waits follow the relay's
+one failure policy (`RELAY_POLICY`, retry.py) within the call's time budget.
 """
 
 from __future__ import annotations
 
 import logging
-import random
-import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from opentelemetry.trace import SpanKind
 from sqlalchemy.engine import Connection, Engine
 
+from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.events.messages import (
     DEFAULT_MESSAGE_TIMEOUT_MS,
     RelayResult,
@@ -48,7 +51,9 @@ from pin_chessboard_pipelines.events.messages import (
 )
 from pin_chessboard_pipelines.events.topics_admin import ensure_topics
 from pin_chessboard_pipelines.observability import tracing
+from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import OUTBOX_PUBLISH_ERRORS, OUTBOX_PUBLISHED
+from pin_chessboard_pipelines.retry import FailurePolicy, FailureStreak, RetryDecision, Stopper
 from pin_chessboard_pipelines.store.lock import AdvisoryLock
 from pin_chessboard_pipelines.store.queries import queries
 
@@ -58,6 +63,22 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BATCH_SIZE = 5000
 _NO_UPPER_BOUND = 2**63 - 1
+
+
+def relay_policy(retry_seconds: float = 600.0) -> FailurePolicy:
+    """Failed deliveries and a store that restarts back off from 0.5 s, capped at 30 s, for up to
+    `retry_seconds` (CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS, as the import); the call's time budget
+    ends it sooner. Any other error ends the call at once."""
+    return FailurePolicy(budget_seconds=retry_seconds, initial=0.5, cap=30.0, attempts=1)
+
+
+RELAY_POLICY = relay_policy()
+
+
+class DeliveryFailed(Exception):
+    """Deliveries of a batch failed (the broker is down or slow): worth another attempt."""
+
+    retry_reason = "broker-unavailable"
 
 
 class OutboxRelay:
@@ -70,16 +91,14 @@ class OutboxRelay:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         message_timeout_ms: int = DEFAULT_MESSAGE_TIMEOUT_MS,
-        backoff_initial: float = 0.5,
-        backoff_max: float = 30.0,
+        policy: FailurePolicy = RELAY_POLICY,
         producer_overrides: Mapping[str, Any] | None = None,
     ) -> None:
         self.engine = engine
         self.bootstrap_servers = bootstrap_servers
         self.batch_size = batch_size
         self.message_timeout_ms = message_timeout_ms
-        self.backoff_initial = backoff_initial
-        self.backoff_max = backoff_max
+        self.policy = policy
         self.producer_overrides = dict(producer_overrides or {})
         self._producer: Producer | None = None
         self._topics_ready = False
@@ -101,30 +120,72 @@ class OutboxRelay:
     ) -> RelayResult:
         """Publishes the rows pending now (or, `until_empty`, until none is left).
 
-        Without `max_seconds` a failed batch ends the call (the rows stay pending for the next
-        relay); with it, failures are retried with exponential backoff until the deadline.
+        Without `max_seconds` a failure ends the call (the rows stay pending for the next relay);
+        with it, failed deliveries and a store that restarts are retried as `policy` decides until
+        the deadline.
         """
         started = time.monotonic()
         deadline = None if max_seconds is None else started + max_seconds
-        stop = should_stop or (lambda: False)
-        result = RelayResult()
+        call = _Call(
+            RelayResult(),
+            Stopper(should_stop, deadline=deadline),
+            FailureStreak(self.policy),
+            deadline,
+            until_empty,
+            max_batches,
+        )
+        while True:
+            try:
+                self._session(call, wait_for_lock or until_empty)
+                break
+            except Exception as error:
+                if not self._wait_for_store(call, error):
+                    raise
+        call.result.seconds = time.monotonic() - started
+        return call.result
+
+    def _session(self, call: _Call, wait: bool) -> None:
+        """One database session: takes the relay lock and relays under it."""
         with self.engine.connect() as raw_conn:
             conn = raw_conn.execution_options(isolation_level="AUTOCOMMIT")
-            wait = wait_for_lock or until_empty
-            timeout = (None if deadline is None else max(0.0, deadline - time.monotonic())) if wait else 0
+            timeout = call.remaining() if wait else 0
 
             def reset() -> None:
                 conn.execute(self._queries["outbox_relay_session_reset"])
 
-            with RELAY_LOCK.held(conn, timeout, should_stop=stop, before_release=reset) as taken:
-                if not taken:
-                    result.lock_busy = True
-                    result.seconds = time.monotonic() - started
-                    return result
-                conn.execute(self._queries["outbox_relay_session"])
-                self._relay_locked(conn, result, until_empty, max_batches, deadline, stop)
-        result.seconds = time.monotonic() - started
-        return result
+            with RELAY_LOCK.held(conn, timeout, should_stop=call.stopper, before_release=reset) as taken:
+                call.result.lock_busy = not taken
+                if taken:
+                    conn.execute(self._queries["outbox_relay_session"])
+                    self._relay_locked(conn, call)
+
+    def _wait_for_store(self, call: _Call, error: Exception) -> bool:
+        """The session failed: True after waiting when the policy retries (a new session follows),
+        False when the error ends the call (no time budget, permanent, budget or deadline spent)."""
+        if call.deadline is None:
+            return False
+        decision = call.streak.decide(error)
+        if not self._pause(call, decision, error_line(error)):
+            return False
+        self._discard_producer()  # whatever it had in flight is sent again under the new session
+        return True
+
+    def _pause(self, call: _Call, decision: RetryDecision, error: str | None) -> bool:
+        """Logs and sleeps the decision's wait; False (no sleep) when it gives up or the wait would
+        outlast the deadline, or the call is stopped meanwhile."""
+        wait = decision.wait
+        if wait is None or call.deadline is None or time.monotonic() + wait >= call.deadline:
+            return False
+        log_event(
+            log,
+            logging.WARNING,
+            "outbox_relay_retry",
+            Reason=decision.reason,
+            Attempt=call.streak.attempt,
+            WaitSeconds=f"{wait:.1f}",
+            Error=repr(error),
+        )
+        return call.stopper.sleep(wait)
 
     def close(self) -> None:
         if self._producer is not None:
@@ -139,75 +200,52 @@ class OutboxRelay:
 
     # -- the loop -----------------------------------------------------------------------------
 
-    def _relay_locked(
-        self,
-        conn: Connection,
-        result: RelayResult,
-        until_empty: bool,
-        max_batches: int | None,
-        deadline: float | None,
-        stop: Callable[[], bool],
-    ) -> None:
+    def _relay_locked(self, conn: Connection, call: _Call) -> None:
+        result = call.result
         upto = (
             _NO_UPPER_BOUND
-            if until_empty
+            if call.until_empty
             else int(conn.execute(self._queries["outbox_max_pending_id"]).scalar_one())
         )
+        while call.unmarked:  # acknowledged by the broker before the store went away
+            rows, to_mark = call.unmarked[0]
+            self._mark(conn, rows, to_mark, result)
+            call.unmarked.pop(0)
         if upto == 0:
             return
-        backoff = self.backoff_initial
         while True:
-            outcome = self._pass(conn, upto, result, max_batches, deadline, stop)
+            outcome = self._pass(conn, upto, call)
             if outcome == "failed":
                 self.failed_attempts_total += 1  # counted once the pass's acknowledged rows are marked
-                if deadline is None:
+                decision = call.streak.decide(DeliveryFailed(result.last_error))
+                if not self._pause(call, decision, result.last_error):
                     result.failed = True
+                    result.stopped_early = call.deadline is not None
                     return
-                pause = min(backoff, self.backoff_max) * random.uniform(0.8, 1.2)
-                if time.monotonic() + pause >= deadline or stop():
-                    result.failed = result.stopped_early = True
-                    return
-                log.warning("outbox relay: %s; retrying in %.1fs", result.last_error, pause)
-                _sleep_unless(pause, stop)
-                backoff *= 2
                 continue
-            backoff = self.backoff_initial
+            call.streak.reset()
             if outcome == "stopped":
                 result.stopped_early = True
                 return
-            if outcome == "empty" or not until_empty:
+            if outcome == "empty" or not call.until_empty:
                 return
             # until_empty: another pass picks up rows committed meanwhile (lower ids included)
 
-    def _pass(
-        self,
-        conn: Connection,
-        upto: int,
-        result: RelayResult,
-        max_batches: int | None,
-        deadline: float | None,
-        stop: Callable[[], bool],
-    ) -> str:
+    def _pass(self, conn: Connection, upto: int, call: _Call) -> str:
         """One walk over the pending rows in id order: 'empty' | 'done' | 'failed' | 'stopped'.
 
         Pipelined: one database thread reads batch N+1 and marks batch N-1 while this thread
         produces batch N, so PostgreSQL and the producer work at the same time.
         """
-
-        def over() -> bool:
-            return (
-                stop()
-                or (deadline is not None and time.monotonic() >= deadline)
-                or (max_batches is not None and result.batches >= max_batches)
-            )
+        result = call.result
 
         def fetch(after: int) -> Sequence[Any]:
             params = {"after": after, "upto": upto, "limit": self.batch_size}
             return conn.execute(self._queries["outbox_pending_batch"], params).all()
 
-        if over():
+        if call.over():
             return "stopped"
-        marks: list[Future] = []
+        marks: list[tuple[Future, list[Any], list[int]]] = []
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox-relay-db") as db:
             try:
                 fetch_traced = tracing.bind(fetch)  # the database thread's spans join this relay's trace
@@ -219,28 +257,34 @@ class OutboxRelay:
                         return "done" if saw_rows else "empty"
                     saw_rows = True
                     result.batches += 1
-                    next_rows = None if over() else db.submit(fetch_traced, rows[-1].id)
+                    next_rows = None if call.over() else db.submit(fetch_traced, rows[-1].id)
                     acked, failed_ids, error = self._send(rows)
                     held = held_back([(row.id, row.message_key) for row in rows], failed_ids)
                     to_mark = [row_id for row_id in acked if row_id not in held]
                     if to_mark:
-                        marks.append(db.submit(tracing.bind(self._mark), conn, rows, to_mark, result))
+                        mark = db.submit(tracing.bind(self._mark), conn, rows, to_mark, result)
+                        marks.append((mark, rows, to_mark))
                     if failed_ids:
-                        result.failed_attempts += 1
-                        result.last_error = error
-                        OUTBOX_PUBLISH_ERRORS.inc()
-                        log.warning(
-                            "outbox relay: %d of %d deliveries failed (%s); %d rows stay pending",
-                            len(failed_ids),
-                            len(rows),
-                            error,
-                            len(held),
-                        )
+                        self._failed_batch(result, len(rows), len(failed_ids), len(held), error)
                         return "failed"
                 return "stopped"
             finally:
-                for mark in marks:  # every acknowledged row is marked before the pass ends
-                    mark.result()
+                self._wait_for_marks(marks, call)
+
+    @staticmethod
+    def _failed_batch(result: RelayResult, rows: int, failed: int, pending: int, error: str | None) -> None:
+        result.failed_attempts += 1
+        result.last_error = error
+        OUTBOX_PUBLISH_ERRORS.inc()
+        log_event(
+            log,
+            logging.WARNING,
+            "outbox_deliveries_failed",
+            Failed=failed,
+            Batch=rows,
+            Pending=pending,
+            Error=repr(error),
+        )
 
     def _send(self, rows: list[Any]) -> tuple[list[int], set[int], str | None]:
         """Produces one batch and waits for the broker: (acked ids, failed ids, error), in a span
@@ -308,6 +352,20 @@ class OutboxRelay:
         failed_ids = {row.id for row in rows if row.id not in acked_ids} if error else set()
         return acked, failed_ids, error
 
+    @staticmethod
+    def _wait_for_marks(marks: list[tuple[Future, list[Any], list[int]]], call: _Call) -> None:
+        """Every acknowledged row is marked before the pass ends; rows whose mark failed (the store
+        went away) are kept for the next session, so a store restart does not republish them."""
+        failure: BaseException | None = None
+        for mark, rows, to_mark in marks:
+            try:
+                mark.result()
+            except Exception as error:  # noqa: BLE001 - raised below, after the others are kept
+                call.unmarked.append((rows, to_mark))
+                failure = failure or error
+        if failure is not None:
+            raise failure
+
     def _mark(self, conn: Connection, rows: list[Any], to_mark: list[int], result: RelayResult) -> None:
         conn.execute(self._queries["outbox_mark_published"], {"ids": "{" + ",".join(map(str, to_mark)) + "}"})
         marked = set(to_mark)
@@ -346,91 +404,24 @@ class OutboxRelay:
                 pass
 
 
-def relay_pending(
-    engine: Engine,
-    bootstrap_servers: str,
-    *,
-    max_batches: int | None = None,
-    until_empty: bool = False,
-    max_seconds: float | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    wait_for_lock: bool = False,
-    message_timeout_ms: int = DEFAULT_MESSAGE_TIMEOUT_MS,
-) -> RelayResult:
-    """The fast path a job calls right after its commit: publish what is pending, then return.
+@dataclass
+class _Call:
+    """One relay_pending call: its result, stopper (stop request, deadline) and failure streak."""
 
-    If another relay is active (`lock_busy`), it will publish these rows too; if the broker is
-    down, the rows stay pending and the relay sensor's sweep retries them.
-    """
-    with OutboxRelay(
-        engine, bootstrap_servers, batch_size=batch_size, message_timeout_ms=message_timeout_ms
-    ) as relay:
-        return relay.relay_pending(
-            until_empty=until_empty,
-            max_batches=max_batches,
-            max_seconds=max_seconds,
-            wait_for_lock=wait_for_lock,
+    result: RelayResult
+    stopper: Stopper
+    streak: FailureStreak
+    deadline: float | None
+    until_empty: bool
+    max_batches: int | None
+    # (rows, ids) the broker acknowledged whose mark failed: marked first on the next session
+    unmarked: list[tuple[list[Any], list[int]]] = field(default_factory=list)
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def over(self) -> bool:
+        """Stop taking batches: stopped, the deadline passed, or max_batches reached."""
+        return self.stopper.stopped() or (
+            self.max_batches is not None and self.result.batches >= self.max_batches
         )
-
-
-def broker_reachable(bootstrap_servers: str, timeout: float = 0.2) -> bool:
-    """Whether any bootstrap server accepts a TCP connection (milliseconds when it is down)."""
-    for server in bootstrap_servers.split(","):
-        host, _, port = server.strip().rpartition(":")
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-                return True
-        except (OSError, ValueError):
-            continue
-    return False
-
-
-def relay_after_commit(
-    engine: Engine, bootstrap_servers: str, *, message_timeout_ms: int = 5000
-) -> RelayResult | None:
-    """The fast path for a job's last step: publish what its transactions left, never fail the job.
-
-    A broker that does not accept connections costs milliseconds (the relay sensor's sweep picks
-    the rows up later); any other failure is logged and leaves the rows pending as well.
-    """
-    if not broker_reachable(bootstrap_servers):
-        log.info("outbox fast path skipped: no broker at %s; the relay sweep will publish", bootstrap_servers)
-        return None
-    try:
-        return relay_pending(engine, bootstrap_servers, message_timeout_ms=message_timeout_ms)
-    except Exception as error:  # the rows stay pending: the sweep retries them
-        log.warning("outbox fast path failed: %s: %s", type(error).__name__, error)
-        return None
-
-
-def purge_published(
-    engine: Engine, retention_seconds: float, *, batch_size: int = 5000, max_batches: int = 100
-) -> int:
-    """Deletes published rows older than the retention in bounded batches; returns how many."""
-    statement = queries("outbox")["outbox_purge_published"]
-    deleted = 0
-    for _ in range(max_batches):
-        with engine.begin() as conn:
-            n = conn.execute(
-                statement, {"retention_seconds": float(retention_seconds), "limit": batch_size}
-            ).rowcount
-        deleted += n
-        if n < batch_size:
-            break
-    return deleted
-
-
-def pending_summary(engine: Engine) -> dict[str, float]:
-    """{"backlog", "max_id", "oldest_age_seconds"} of the unpublished rows."""
-    with engine.connect() as conn:
-        row = conn.execute(queries("outbox")["outbox_pending_summary"]).mappings().one()
-    return {key: float(value) for key, value in row.items()}
-
-
-def _sleep_unless(seconds: float, stop: Callable[[], bool]) -> None:
-    end = time.monotonic() + seconds
-    while not stop():
-        left = end - time.monotonic()
-        if left <= 0:
-            return
-        time.sleep(min(left, 0.1))

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 
-def log_event(logger: logging.Logger, level: int, event: str, **fields: Any) -> None:
+def log_event(logger: logging.Logger | logging.LoggerAdapter, level: int, event: str, **fields: Any) -> None:
     """Logs `event` with its fields as `Key=value` pairs (in call order); a handler that wants them
     structured reads `record.event` and `record.fields`. Nothing is formatted below `level`."""
     if logger.isEnabledFor(level):

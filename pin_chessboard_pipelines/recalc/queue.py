@@ -1,8 +1,17 @@
-"""Queue reads and the runbook operations on project_recalc_requests
-(docs/project-aggregates-recalc.md#runbook)."""
+"""The queue manager: every SQL call on project_recalc_requests and the recalc itself, in one place
+(docs/project-aggregates-recalc.md). The drain (recalc/drain.py, recalc/project.py) owns the loop
+and the transactions and calls these; it runs no SQL of its own.
+
+- raisers: `enqueue_recalc`, `release_import_requests`
+- the drain: `select_due_batch`, `claim_project`, `recompute_project`, `dequeue_project`,
+  `record_failure`, `next_due_in`
+- the sensor, the CLI and the runbook: `due_summary`, `queue_status`, `poison_rows`, `queue_row`,
+  `request_recalc`, `reset_poison`, `aggregates_sample`
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -11,9 +20,145 @@ from uuid import UUID
 from sqlalchemy.engine import Connection
 
 from pin_chessboard_pipelines.errors import Refused
+from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason
-from pin_chessboard_pipelines.recalc.enqueue import enqueue_recalc
 from pin_chessboard_pipelines.store.queries import queries
+
+LAST_ERROR_MAX = (
+    1024  # characters of last_error (docs/project-aggregates-recalc.md#one-transaction-per-project)
+)
+
+
+# -- raisers -----------------------------------------------------------------------------------
+
+
+def enqueue_recalc(
+    conn: Connection,
+    projects: Iterable[tuple[UUID, UUID]],
+    reason: RecalcReason,
+    *,
+    debounce_seconds: float,
+    cap_seconds: float,
+    force: bool = False,
+    run_id: UUID | None = None,
+) -> int:
+    """Upserts one debounced request per (project_id, tenant_id); returns how many projects.
+
+    Duplicates are folded (one request per project per call). Rows are locked in project_id order,
+    so concurrent callers cannot deadlock each other. Writers of a project's rows call this BEFORE
+    they change them (queue row first, then replica rows: the drain's order), so a writer and a
+    drain never wait for each other in a cycle.
+
+    `run_id`: an import run's request, held until the run finishes (`release_import_requests`)
+    and counted once per run (docs/talent-initial-import.md#events-and-recalc-requests).
+    """
+    unique = dict(projects)
+    if not unique:
+        return 0
+    ids = sorted(unique)
+    with tracing.span("recalc.request", {"pin.recalc.projects": len(ids), "pin.recalc.reason": str(reason)}):
+        conn.execute(
+            queries("recalc_queue")["enqueue_recalc"],
+            {
+                "project_ids": [str(p) for p in ids],
+                "tenant_ids": [str(unique[p]) for p in ids],
+                "reason": str(reason),
+                "debounce": float(debounce_seconds),
+                "cap": float(cap_seconds),
+                "force": force,
+                "run_id": None if run_id is None else str(run_id),
+            },
+        )
+    return len(ids)
+
+
+def release_import_requests(conn: Connection, run_id: UUID, *, debounce_seconds: float) -> int:
+    """The requests an import run held become due after the debounce (the run has finished)."""
+    return conn.execute(
+        queries("recalc_queue")["release_import_requests"],
+        {"run_id": str(run_id), "debounce": float(debounce_seconds)},
+    ).rowcount
+
+
+# -- the drain ---------------------------------------------------------------------------------
+
+
+def select_due_batch(
+    conn: Connection, batch_size: int, poison_attempts: int, exclude: Iterable[UUID] = ()
+) -> list[UUID]:
+    """Up to `batch_size` due rows, oldest DueAt first, skipping rows another drain holds
+    (FOR UPDATE SKIP LOCKED), poison rows and `exclude`."""
+    with conn.begin():
+        rows = conn.execute(
+            queries("recalc")["select_due_batch"],
+            {
+                "batch_size": batch_size,
+                "poison_attempts": poison_attempts,
+                "exclude": [str(p) for p in exclude],
+            },
+        ).scalars()
+        return [_uuid(p) for p in rows]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A due queue row locked for its project's transaction."""
+
+    tenant_id: UUID
+    requested_count: int  # requests coalesced into the row
+    last_reason: str
+    waited_seconds: float  # first request -> now
+    live: bool  # the project exists and is neither deleted nor archived
+
+
+def claim_project(conn: Connection, project_id: UUID, poison_attempts: int) -> Claim | None:
+    """Locks the project's due row in the caller's transaction; None: another drain holds it, it was
+    drained already, it is no longer due or it is poison."""
+    row = (
+        conn.execute(
+            queries("recalc")["claim_project"],
+            {"project_id": str(project_id), "poison_attempts": poison_attempts},
+        )
+        .mappings()
+        .first()
+    )
+    if row is None:
+        return None
+    return Claim(
+        tenant_id=row["tenant_id"],
+        requested_count=int(row["requested_count"]),
+        last_reason=row["last_reason"],
+        waited_seconds=float(row["waited_seconds"]),
+        live=bool(row["live"]),
+    )
+
+
+def recompute_project(conn: Connection, project_id: UUID, poison_attempts: int) -> list[tuple[str, str]]:
+    """The one set-based recalc of a claimed project (it also deletes the queue row): (label, JSON
+    text) of every changed project / layout / layout_group row, ("building", count of changed
+    buildings) and ("dequeued", n)."""
+    rows = conn.execute(
+        queries("recalc")["recalc_project"],
+        {"project_id": str(project_id), "poison_attempts": poison_attempts},
+    ).all()
+    return [(str(label), str(text)) for label, text in rows]
+
+
+def dequeue_project(conn: Connection, project_id: UUID) -> None:
+    """Deletes a claimed row whose project carries no aggregates (archived, deleted, missing)."""
+    conn.execute(queries("recalc")["dequeue_project"], {"project_id": str(project_id)})
+
+
+def record_failure(conn: Connection, project_id: UUID, error: str) -> int | None:
+    """AttemptCount + 1 and LastError, DueAt unchanged; the new AttemptCount (None: no row)."""
+    value = conn.execute(
+        queries("recalc")["record_failure"],
+        {"project_id": str(project_id), "error": error[:LAST_ERROR_MAX]},
+    ).scalar()
+    return None if value is None else int(value)
+
+
+# -- the sensor, the CLI and the runbook -------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -35,7 +180,7 @@ def next_due_in(
     poison_attempts: int,
     *,
     after: float = 0.0,
-    exclude: set[UUID] | frozenset[UUID] = frozenset(),
+    exclude: Iterable[UUID] = (),
 ) -> float | None:
     """Seconds until the earliest DueAt at or after `after` (Unix time) of a row the drain would
     take (<= 0: due already), None when the queue holds none."""
@@ -134,3 +279,7 @@ def reset_poison(conn: Connection, project_id: UUID) -> dict[str, Any]:
     if row is None:
         raise Refused(f"no recalc request for project {project_id}")
     return dict(row)
+
+
+def _uuid(value: Any) -> UUID:
+    return value if isinstance(value, UUID) else UUID(str(value))

@@ -19,7 +19,7 @@ from pin_chessboard_pipelines.entities import Entity
 from pin_chessboard_pipelines.events.outbox import write_outbox_batch
 from pin_chessboard_pipelines.events.payloads import UPSERTED_PAYLOADS
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason
-from pin_chessboard_pipelines.recalc.enqueue import enqueue_recalc
+from pin_chessboard_pipelines.recalc.queue import enqueue_recalc
 from pin_chessboard_pipelines.replica import rules
 from pin_chessboard_pipelines.replica.batch import Batch, Event, Item
 from pin_chessboard_pipelines.replica.columns import EXISTING, TEXT_COLUMNS, ReplicaEntity

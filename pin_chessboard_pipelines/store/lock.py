@@ -8,18 +8,21 @@ dead process frees it. `describe` names the backend that holds it, for the opera
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
+from pin_chessboard_pipelines.observability.logs import log_event
+from pin_chessboard_pipelines.retry import Stopper
 from pin_chessboard_pipelines.store.engine import sqlalchemy_url
 from pin_chessboard_pipelines.store.queries import queries
 
-_STOP_CHECK_SECONDS = 0.05  # how often a waiting acquire looks at its stop callback
+log = logging.getLogger(__name__)
 
 
 def lock_key(name: str) -> int:
@@ -52,14 +55,15 @@ class AdvisoryLock:
         """Tries until it holds the lock (True), or `timeout` seconds passed (None: no limit) or
         `should_stop()` (False). Polls every `poll_seconds`, doubling up to `max_poll_seconds`."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        stopper = Stopper.of(should_stop)
         pause = poll_seconds
         while True:
             if self.try_acquire(conn):
                 return True
             remaining = None if deadline is None else deadline - time.monotonic()
-            if (remaining is not None and remaining <= 0) or (should_stop is not None and should_stop()):
+            if (remaining is not None and remaining <= 0) or stopper.stopped():
                 return False
-            _sleep(pause if remaining is None else min(pause, remaining), should_stop)
+            stopper.sleep(pause if remaining is None else min(pause, remaining))
             pause = min(pause * 2, max_poll_seconds)
 
     def release(self, conn: Connection) -> None:
@@ -124,10 +128,63 @@ def open_session(url: str, application_name: str) -> Connection:
     return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
 
 
-def _sleep(seconds: float, should_stop: Callable[[], bool] | None) -> None:
-    """Sleeps, returning early once `should_stop()` says so."""
-    end = time.monotonic() + seconds
-    while (left := end - time.monotonic()) > 0:
-        if should_stop is not None and should_stop():
+class SessionLock:
+    """`lock` held on a pooled AUTOCOMMIT connection of its own for a long job, taken again on a
+    new session when the store restarted (the old session, and the lock with it, is gone).
+
+    `with SessionLock(lock, engine) as taken:`; `ensure()` after a store failure."""
+
+    def __init__(self, lock: AdvisoryLock, engine: Engine) -> None:
+        self.lock = lock
+        self.engine = engine
+        self._conn: Connection | None = None
+
+    def __enter__(self) -> bool:
+        return self._take()
+
+    def __exit__(self, *exc: object) -> None:
+        self._drop(release=True)
+
+    def ensure(self) -> bool:
+        """True while this process holds the lock (taken again on a new session if its session
+        died); False when another session took it meanwhile. Raises while the store is away."""
+        if self._conn is not None:
+            try:
+                self.lock.holder_pid(self._conn)  # the session is alive: it still holds the lock
+                return True
+            except Exception:  # noqa: BLE001 - the session died, and the lock with it
+                self._drop(release=False)
+                taken = self._take()
+                log_event(
+                    log, logging.WARNING, "advisory_lock_retaken", Lock=repr(self.lock.name), Taken=taken
+                )
+                return taken
+        return self._take()
+
+    def _take(self) -> bool:
+        conn = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        try:
+            taken = self.lock.try_acquire(conn)
+        except BaseException:
+            conn.invalidate()
+            conn.close()
+            raise
+        if not taken:
+            conn.close()
+            return False
+        self._conn = conn
+        return True
+
+    def _drop(self, *, release: bool) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
             return
-        time.sleep(min(left, _STOP_CHECK_SECONDS))
+        try:
+            if release:
+                self.lock.release(conn)
+            else:
+                conn.invalidate()  # the pool never hands out that session again
+        except Exception:  # noqa: BLE001 - the lock went with the session
+            conn.invalidate()
+        finally:
+            conn.close()

@@ -1,7 +1,8 @@
 """talent-chessboard-sync: the streaming consumer of the six Talent topics (consumer.py)."""
 
 from pin_chessboard_pipelines.talent.topic_reader import check_topics, group_lag, sync_running
-from pin_chessboard_pipelines.talent_sync.consumer import SYNC_LOCK_HELD, SyncFailed, SyncResult, TalentSync
+from pin_chessboard_pipelines.talent_sync.consumer import SYNC_LOCK_HELD, SyncFailed, TalentSync, sync_policy
+from pin_chessboard_pipelines.talent_sync.result import SyncResult
 
 __all__ = [
     "SYNC_LOCK_HELD",
@@ -10,5 +11,6 @@ __all__ = [
     "TalentSync",
     "check_topics",
     "group_lag",
+    "sync_policy",
     "sync_running",
 ]

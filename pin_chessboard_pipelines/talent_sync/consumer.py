@@ -18,6 +18,10 @@ docs/talent-initial-import.md).
   are rewound to the held messages and paused until the parents caught up, so a child never
   meets CHESSBOARD_SYNC_PARENT_NOT_FOUND because its parent is merely further back in a topic.
 - After the commit, the fast path of the outbox relay publishes the batch's events.
+- A batch that fails is rolled back and read again as `SYNC_POLICY` (retry.py) decides: a store
+  that restarts is waited for with backoff as long as the import would
+  (CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS), the lock taken again on a new session; any other error
+  gets a few attempts, then the run stops with its offsets where they were.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import (
@@ -47,6 +50,7 @@ from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused, error_line
 from pin_chessboard_pipelines.events.relay import OutboxRelay
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.observability import tracing
+from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import (
     TALENT_SYNC_LAG,
     TALENT_SYNC_LAG_SECONDS,
@@ -55,62 +59,28 @@ from pin_chessboard_pipelines.observability.metrics import (
 )
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
+from pin_chessboard_pipelines.retry import FailurePolicy, FailureStreak, Retrier, Stopper, StopReason
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook, load_handbook_for_publish
+from pin_chessboard_pipelines.store.lock import SessionLock
 from pin_chessboard_pipelines.talent.topic_reader import check_topics, decode_message, is_tombstone
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, TALENT_SYNC_LOCK
+from pin_chessboard_pipelines.talent_sync.result import SyncResult
 
 log = logging.getLogger(__name__)
 
 STAGE_INDEX = {stage.topic: i for i, stage in enumerate(ENTITIES)}
 
 
-@dataclass
-class SyncResult:
-    batches: int = 0
-    messages: int = 0
-    tombstones: int = 0
-    applied: int = 0
-    skipped: int = 0
-    failed: int = 0  # quarantined
-    events: int = 0
-    retries: int = 0  # batches rolled back and read again
-    held: int = 0  # times a child topic waited for its parents (stage barrier)
-    published: int = 0  # outbox rows the fast path relayed
-    seconds: float = 0.0
-    stopped: str = ""  # idle | deadline | stopped
-    stages: dict[str, dict[str, int]] = field(default_factory=dict)
+def sync_policy(retry_seconds: float = 600.0, attempts: int = 5, initial: float = 0.5) -> FailurePolicy:
+    """The failure policy of a poll batch: transient failures (the store restarting, a connection
+    lost) back off from `initial` for up to `retry_seconds` (CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS,
+    as the import); any other error gets `attempts` attempts; a refusal none."""
+    return FailurePolicy(
+        budget_seconds=retry_seconds, initial=initial, attempts=attempts, permanent=(Refused,)
+    )
 
-    def add(self, stage: str, result: ApplyResult, tombstones: int) -> None:
-        self.applied += result.applied
-        self.skipped += result.skipped
-        self.failed += result.failed
-        self.events += result.events
-        self.tombstones += tombstones
-        counters = self.stages.setdefault(stage, {"planned": 0, "applied": 0, "skipped": 0, "failed": 0})
-        for name in counters:
-            counters[name] += getattr(result, name)
 
-    @property
-    def messages_per_second(self) -> float:
-        return self.messages / self.seconds if self.seconds > 0 else 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "batches": self.batches,
-            "messages": self.messages,
-            "tombstones": self.tombstones,
-            "applied": self.applied,
-            "skipped": self.skipped,
-            "failed": self.failed,
-            "events": self.events,
-            "published": self.published,
-            "retries": self.retries,
-            "held": self.held,
-            "seconds": round(self.seconds, 3),
-            "messagesPerSecond": round(self.messages_per_second, 1),
-            "stopped": self.stopped,
-            "stages": self.stages,
-        }
+SYNC_POLICY = sync_policy()
 
 
 class SyncFailed(Exception):
@@ -132,8 +102,7 @@ class TalentSync:
         cap_seconds: float = 300.0,
         correlation_id: str | None = None,
         relay_events: bool = True,
-        max_attempts: int = 5,
-        retry_backoff: float = 0.5,
+        policy: FailurePolicy = SYNC_POLICY,
         timeout: float = 30.0,
     ) -> None:
         self.engine = engine
@@ -145,13 +114,13 @@ class TalentSync:
         self.cap_seconds = cap_seconds
         self.correlation_id = correlation_id or f"talent-sync:{uuid.uuid4()}"
         self.relay_events = relay_events
-        self.max_attempts = max_attempts
-        self.retry_backoff = retry_backoff
+        self.policy = policy
         self.timeout = timeout
         self._assigned: set[tuple[str, int]] = set()
         self._paused: set[int] = set()  # stage indexes waiting for their parents
         self._consumer: Consumer | None = None
         self._probe: Consumer | None = None
+        self._lock: SessionLock | None = None
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -165,30 +134,29 @@ class TalentSync:
     ) -> SyncResult:
         """Consumes until `should_stop()`, the deadline, or (`until_idle`) no message is left."""
         started = time.monotonic()
-        with self.engine.connect() as raw_lock_conn:
-            lock_conn = raw_lock_conn.execution_options(isolation_level="AUTOCOMMIT")
-            with TALENT_SYNC_LOCK.held(lock_conn) as taken:
-                if not taken:
-                    raise Refused("another talent-sync consumer is running", SYNC_LOCK_HELD)
-                result = self._run_locked(
-                    until_idle, idle_seconds, max_seconds, should_stop or (lambda: False)
-                )
+        deadline = None if max_seconds is None else started + max_seconds
+        stopper = Stopper(should_stop, deadline=deadline)
+        lock = SessionLock(TALENT_SYNC_LOCK, self.engine)
+        with lock as taken:
+            if not taken:
+                raise Refused("another talent-sync consumer is running", SYNC_LOCK_HELD)
+            self._lock = lock
+            try:
+                result = self._run_locked(until_idle, idle_seconds, stopper)
+            finally:
+                self._lock = None
         result.seconds = time.monotonic() - started
-        log.info("talent-sync %s", result.as_dict())
+        log_event(log, logging.INFO, "talent_sync_finished", **result.log_fields())
         return result
 
-    def _run_locked(
-        self, until_idle: bool, idle_seconds: float, max_seconds: float | None, stop: Callable[[], bool]
-    ) -> SyncResult:
-        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    def _run_locked(self, until_idle: bool, idle_seconds: float, stopper: Stopper) -> SyncResult:
         result = SyncResult()
         self._probe = probe_consumer(self.bootstrap_servers)
         consumer: Consumer | None = None
         relay: OutboxRelay | None = None
         try:
             self._assigned = self._partitions()
-            with self.engine.connect() as conn:
-                handbook = load_handbook(conn)
+            handbook = Retrier(self.policy, stopper)("read the handbook", self._handbook)
             contexts = {
                 stage.topic: ApplyContext(
                     correlation_id=self.correlation_id,
@@ -213,7 +181,7 @@ class TalentSync:
             # every partition, from the group's committed offsets (earliest where there is none)
             consumer.assign([TopicPartition(t, p, OFFSET_STORED) for t, p in sorted(self._assigned)])
             relay = OutboxRelay(self.engine, self.bootstrap_servers) if self.relay_events else None
-            self._loop(consumer, relay, contexts, result, until_idle, idle_seconds, deadline, stop)
+            self._loop(consumer, relay, contexts, result, until_idle, idle_seconds, stopper)
         finally:
             if consumer is not None:
                 consumer.close()
@@ -225,6 +193,10 @@ class TalentSync:
             self._paused.clear()
         return result
 
+    def _handbook(self) -> Any:
+        with self.engine.connect() as conn:
+            return load_handbook(conn)
+
     def _loop(
         self,
         consumer: Consumer,
@@ -233,18 +205,11 @@ class TalentSync:
         result: SyncResult,
         until_idle: bool,
         idle_seconds: float,
-        deadline: float | None,
-        stop: Callable[[], bool],
+        stopper: Stopper,
     ) -> None:
-        attempts = 0
+        streak = FailureStreak(self.policy)
         idle_since: float | None = None
-        while True:
-            if stop():
-                result.stopped = "stopped"
-                return
-            if deadline is not None and time.monotonic() >= deadline:
-                result.stopped = "deadline"
-                return
+        while not stopper.stopped():
             messages = self._poll(consumer)
             if not messages:
                 if self._paused:
@@ -252,7 +217,7 @@ class TalentSync:
                 if until_idle and not self._paused:
                     idle_since = idle_since or time.monotonic()
                     if time.monotonic() - idle_since >= idle_seconds and self._lag() == 0:
-                        result.stopped = "idle"
+                        result.stopped = StopReason.DONE
                         return
                 continue
             idle_since = None
@@ -261,25 +226,54 @@ class TalentSync:
             if not batch:
                 continue
             try:
-                with _batch_span(batch):
-                    applied = self._apply(batch, contexts, result)
-            except Exception as error:  # roll back, read the batch again, with backoff
-                attempts += 1
-                result.retries += 1
-                self._rewind(batch)
-                if attempts >= self.max_attempts:
-                    raise SyncFailed(f"a poll batch failed {attempts} times: {error_line(error)}") from error
-                log.warning("talent-sync batch failed (attempt %d): %r; retrying", attempts, error)
-                _sleep_unless(self.retry_backoff * 2 ** (attempts - 1), stop)
+                applied = self._apply_batch(batch, contexts, result)
+            except Refused:
+                raise
+            except Exception as error:  # roll back, read the batch again, as the policy decides
+                self._failed_batch(batch, error, streak, result, stopper)
                 continue
-            attempts = 0
+            streak.reset()
             self._commit(consumer, batch)
             result.batches += 1
             if relay is not None and applied.events:
-                try:  # the fast path; rows it cannot publish now are the relay sweep's
-                    result.published += relay.relay_pending().published
-                except Exception as error:
-                    log.warning("talent-sync: relaying the batch's events failed: %r", error)
+                self._relay(relay, result)
+        result.stopped = stopper.reason
+
+    def _apply_batch(
+        self, batch: list[Any], contexts: dict[str, ApplyContext], result: SyncResult
+    ) -> ApplyResult:
+        # a store that restarted took the lock with the session: it is taken again before applying
+        if self._lock is not None and not self._lock.ensure():
+            raise Refused("another talent-sync consumer took over after a store restart", SYNC_LOCK_HELD)
+        with _batch_span(batch):
+            return self._apply(batch, contexts, result)
+
+    def _failed_batch(
+        self, batch: list[Any], error: Exception, streak: FailureStreak, result: SyncResult, stopper: Stopper
+    ) -> None:
+        """Rewinds the batch and waits as the policy decides; SyncFailed when it gives up."""
+        result.retries += 1
+        self._rewind(batch)
+        decision = streak.decide(error)
+        if decision.wait is None:
+            raise SyncFailed(f"a poll batch failed {streak.attempt} times: {error_line(error)}") from error
+        log_event(
+            log,
+            logging.WARNING,
+            "talent_sync_retry",
+            Reason=decision.reason,
+            Attempt=streak.attempt,
+            WaitSeconds=f"{decision.wait:.1f}",
+            Error=repr(error_line(error)),
+        )
+        stopper.sleep(decision.wait)
+
+    @staticmethod
+    def _relay(relay: OutboxRelay, result: SyncResult) -> None:
+        try:  # the fast path; rows it cannot publish now are the relay sweep's
+            result.published += relay.relay_pending().published
+        except Exception as error:  # noqa: BLE001 - the relay sweep publishes them later
+            log_event(log, logging.WARNING, "talent_sync_relay_failed", Error=repr(error_line(error)))
 
     def _poll(self, consumer: Consumer) -> list[Any]:
         messages = []
@@ -290,7 +284,7 @@ class TalentSync:
             elif error.fatal():
                 raise KafkaException(error)
             elif error.code() != KafkaError._PARTITION_EOF:
-                log.warning("talent-sync consumer: %s", error.str())
+                log_event(log, logging.WARNING, "talent_sync_consumer_error", Error=repr(error.str()))
         return messages
 
     # -- the stage barrier --------------------------------------------------------------------
@@ -416,8 +410,8 @@ class TalentSync:
         offsets = [TopicPartition(t, p, offset + 1) for (t, p), offset in last.items()]
         try:
             consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as error:
-            log.warning("talent-sync: committing offsets failed (%s); the batch will be read again", error)
+        except KafkaException as error:  # the batch will be read again
+            log_event(log, logging.WARNING, "talent_sync_commit_failed", Error=repr(error_line(error)))
 
     def _partitions(self) -> set[tuple[str, int]]:
         assert self._probe is not None
@@ -456,12 +450,6 @@ def _batch_span(batch: list[Any]) -> AbstractContextManager[Any]:
             if name == tracing.TRACEPARENT and value
         ),
     )
-
-
-def _sleep_unless(seconds: float, stop: Callable[[], bool]) -> None:
-    end = time.monotonic() + seconds
-    while not stop() and time.monotonic() < end:
-        time.sleep(min(0.1, max(0.0, end - time.monotonic())))
 
 
 __all__ = ["SYNC_LOCK_HELD", "SyncFailed", "SyncResult", "TalentSync"]

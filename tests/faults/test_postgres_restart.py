@@ -92,7 +92,7 @@ def test_postgres_restarted_mid_drain(cli, talent_sim, fault_pg, broker):
     remaining = _scalar(url, left)
     if first.returncode == 0:
         # success claims an empty queue: it must be true
-        assert first.result.get("stopped") == "empty" and remaining == 0, (first.describe(), remaining)
+        assert first.result.get("stopped") == "done" and remaining == 0, (first.describe(), remaining)
     else:
         assert_failed_truthfully(first)
         again = cli.run("recalc", "drain", "--until-empty")
@@ -118,10 +118,10 @@ def test_a_drain_after_an_outage_is_honest_about_rows_it_could_not_drain(cli, ta
     assert down.returncode != 0, down.describe()
     assert down.tracebacks == 0 and down.last_error_line, down.describe()
     if down.stdout.strip():
-        assert down.result.get("stopped") != "empty", down.describe()
+        assert down.result.get("stopped") != "done", down.describe()
     assert _scalar(url, "SELECT count(*) FROM chessboard.project_recalc_requests") == 3
     again = cli.run("recalc", "drain", "--until-empty")
-    assert again.returncode == 0 and again.result.get("stopped") == "empty", again.describe()
+    assert again.returncode == 0 and again.result.get("stopped") == "done", again.describe()
     assert invariants.audit_clean(url) == []
 
 

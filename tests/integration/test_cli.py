@@ -27,6 +27,7 @@ def run_cli(
     [
         ({"CHESSBOARD_IMPORT_PAGE_SIZE": "9999"}, ["db", "upgrade"], "CHESSBOARD_IMPORT_PAGE_SIZE="),
         ({"CHESSBOARD_DATABASE_URL": "sqlite:///x"}, ["db", "upgrade"], "CHESSBOARD_DATABASE_URL="),
+        ({"CHESSBOARD_RECALC_DRAINS": "17"}, ["recalc", "drain"], "CHESSBOARD_RECALC_DRAINS="),
         ({}, ["db", "downgrade"], "pin-chessboard db: argument"),
         ({}, ["no-such-command"], "pin-chessboard: argument"),
     ],

@@ -8,8 +8,9 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from pin_chessboard_pipelines.recalc.debounce import RecalcReason, next_due_at
-from pin_chessboard_pipelines.recalc.enqueue import enqueue_recalc
+from pin_chessboard_pipelines.recalc.debounce import RecalcReason
+from pin_chessboard_pipelines.recalc.queue import enqueue_recalc
+from tests.support.debounce import next_due_at
 
 
 def _row(conn, project_id):

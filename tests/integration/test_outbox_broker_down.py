@@ -23,6 +23,7 @@ from pin_chessboard_pipelines.events.outbox import OutboxEvent, write_outbox
 from pin_chessboard_pipelines.events.payloads import PROPERTY_OBJECT_UPSERTED, topic_of
 from pin_chessboard_pipelines.events.relay import OutboxRelay
 from pin_chessboard_pipelines.events.topics_admin import contract_topics, topic_partitions
+from pin_chessboard_pipelines.retry import FailurePolicy
 from pin_chessboard_pipelines.runtime.embedded import free_port, start_tansu
 from pin_chessboard_pipelines.store.tables import outbox_messages
 from tests.support.polling import wait_until
@@ -83,7 +84,11 @@ def published_ids(engine) -> set[str]:
 
 def relay_for(engine, bootstrap) -> OutboxRelay:
     return OutboxRelay(
-        engine, bootstrap, batch_size=100, message_timeout_ms=1500, backoff_initial=0.1, backoff_max=0.5
+        engine,
+        bootstrap,
+        batch_size=100,
+        message_timeout_ms=1500,
+        policy=FailurePolicy(initial=0.1, cap=0.5, attempts=1),
     )
 
 

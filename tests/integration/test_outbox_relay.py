@@ -13,7 +13,15 @@ from decimal import Decimal
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.events.consumer import EventProjection, read_events
-from pin_chessboard_pipelines.events.outbox import HEADER_NAMES, OutboxEvent, payload_bytes, write_outbox
+from pin_chessboard_pipelines.events.fast_path import relay_after_commit, relay_pending
+from pin_chessboard_pipelines.events.outbox import (
+    HEADER_NAMES,
+    OutboxEvent,
+    payload_bytes,
+    pending_summary,
+    purge_published,
+    write_outbox,
+)
 from pin_chessboard_pipelines.events.payloads import (
     BUILDING_UPSERTED,
     DEVELOPER_UPSERTED,
@@ -25,10 +33,6 @@ from pin_chessboard_pipelines.events.payloads import (
 from pin_chessboard_pipelines.events.relay import (
     RELAY_LOCK,
     OutboxRelay,
-    pending_summary,
-    purge_published,
-    relay_after_commit,
-    relay_pending,
 )
 from pin_chessboard_pipelines.recalc.drain import drain
 from pin_chessboard_pipelines.runtime.embedded import free_port

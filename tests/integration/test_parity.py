@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from pin_chessboard_pipelines.entities import pin_id
 from pin_chessboard_pipelines.errors import SYNC_IMMUTABLE_CHANGED
+from pin_chessboard_pipelines.retry import StopReason
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
@@ -87,7 +88,7 @@ def test_api_pull_topic_replay_and_streaming_sync_give_the_same_replica_and_even
             get_engine(sync_url), broker, batch_size=25, poll_timeout=0.1, relay_events=False
         ).run(until_idle=True, max_seconds=60)
 
-        assert api_pull.status == topic_replay.status == "Completed" and streaming.stopped == "idle"
+        assert api_pull.status == topic_replay.status == "Completed" and streaming.stopped is StopReason.DONE
         assert api_pull.totals.to_dict() == topic_replay.totals.to_dict()
         assert (
             streaming.applied == api_pull.totals.applied and streaming.failed == api_pull.totals.failed == 1

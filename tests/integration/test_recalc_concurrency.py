@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from pin_chessboard_pipelines.events.payloads import PROJECT_UPSERTED, topic_of
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason
 from pin_chessboard_pipelines.recalc.drain import drain
-from pin_chessboard_pipelines.recalc.enqueue import enqueue_recalc
+from pin_chessboard_pipelines.recalc.queue import enqueue_recalc
 from tests.support.recalc_data import StoreBuilder, outbox, queue, standard_project
 
 

@@ -17,15 +17,16 @@ from pin_chessboard_pipelines.defs.recalc.definitions import (
     AUDIT_JOB_NAME,
     DRAIN_TAG,
     JOB_NAME,
-    OP_NAME,
     POISON_CHECK,
     UNTIL_TAG,
     definitions,
-    project_aggregates_recalc,
+    drain_run_config,
     project_aggregates_recalc_sensor,
+    recalc_job,
 )
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.recalc.drain import drain
+from pin_chessboard_pipelines.retry import StopReason
 from tests.support.recalc_data import StoreBuilder, outbox, queue, standard_project
 
 
@@ -65,7 +66,7 @@ def test_sensor_requests_one_drain_run_for_the_time_slot_when_rows_are_due(db_ur
     assert until % 300 == 0 and time.time() < until <= time.time() + 300 + 30
     assert request.run_key == f"recalc-drain:{int(until // 300) - 1}"
     assert request.tags[DRAIN_TAG] == "recalc-drain"
-    assert request.run_config["ops"][OP_NAME]["config"]["poll_until"] == until
+    assert request.run_config["ops"]["drain_0"]["config"]["poll_until"] == until
     assert json.loads(result.cursor) == {"slot": int(until // 300) - 1, "attempt": 0}
 
 
@@ -99,10 +100,10 @@ def test_poison_rows_do_not_trigger_runs(db_url, engine, monkeypatch):
 
 
 def _run(db_url: str, instance: dg.DagsterInstance, **config) -> dg.ExecuteInProcessResult:
-    return project_aggregates_recalc.execute_in_process(
+    return recalc_job(1).execute_in_process(
         instance=instance,
         resources=_resources(db_url),
-        run_config={"ops": {OP_NAME: {"config": config}}} if config else None,
+        run_config=drain_run_config(1, config) if config else None,
         raise_on_error=False,
     )
 
@@ -118,7 +119,7 @@ def test_drain_job_recalculates_and_reports_metadata(db_url, engine):
     with dg.DagsterInstance.ephemeral() as instance:
         result = _run(db_url, instance)
         assert result.success
-        (output,) = [e for e in result.events_for_node(OP_NAME) if e.is_successful_output]
+        (output,) = [e for e in result.events_for_node("drain_0") if e.is_successful_output]
         metadata = {k: v.value for k, v in output.step_output_data.metadata.items()}
         aggregates = [
             e
@@ -298,7 +299,7 @@ def test_long_lived_drain_takes_rows_as_they_fall_due_until_its_slot_ends(db_url
     started = time.time()
     result = drain_until(engine, ends_at=started + 4, poll_seconds=0.5, after_pass=after_pass)
     assert 3.9 < time.time() - started < 6
-    assert result.recalculated == 3 and result.stopped == "lifetime" and result.passes == 3
+    assert result.recalculated == 3 and result.stopped is StopReason.LIFETIME and result.passes == 3
     with engine.connect() as conn:
         assert queue(conn) == {}
     # first request -> commit: each row is taken within a poll of its DueAt (0.5, 1.5, 2.5 s)
@@ -314,6 +315,6 @@ def test_a_drain_run_that_starts_after_its_slot_still_drains_what_is_due(db_url,
         b = StoreBuilder(conn)
         b.request(standard_project(b))
     result = drain_until(engine, ends_at=time.time() - 5, poll_seconds=0.5)
-    assert result.recalculated == 1 and result.stopped == "lifetime"
+    assert result.recalculated == 1 and result.stopped is StopReason.LIFETIME
     with engine.connect() as conn:
         assert queue(conn) == {}

@@ -19,7 +19,8 @@ from pin_chessboard_pipelines.events.payloads import (
 from pin_chessboard_pipelines.recalc.audit import audit
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason
 from pin_chessboard_pipelines.recalc.drain import drain
-from pin_chessboard_pipelines.recalc.enqueue import enqueue_recalc
+from pin_chessboard_pipelines.recalc.queue import enqueue_recalc
+from pin_chessboard_pipelines.retry import StopReason
 from pin_chessboard_pipelines.store.tables import buildings, layout_groups, layouts, projects
 from tests.support.recalc_data import (
     StoreBuilder,
@@ -63,7 +64,7 @@ def _topics(conn) -> list[str]:
 
 def test_empty_batch_is_a_no_op_success(engine):
     result = drain(engine)
-    assert (result.recalculated, result.failed, result.batches, result.stopped) == (0, 0, 0, "empty")
+    assert (result.recalculated, result.failed, result.batches, result.stopped) == (0, 0, 0, StopReason.DONE)
     with engine.connect() as conn:
         assert outbox(conn) == []
 
@@ -438,7 +439,7 @@ def test_cancellation_between_projects_leaves_the_rest_queued(engine):
         return calls["n"] > 3  # loop check + two project checks pass, then stop
 
     result = drain(engine, should_stop=stop_after_two)
-    assert (result.recalculated, result.stopped) == (2, "cancelled")
+    assert (result.recalculated, result.stopped) == (2, StopReason.CANCELLED)
     with engine.connect() as conn:
         remaining = queue(conn)
         assert len(remaining) == 2
@@ -455,7 +456,7 @@ def test_time_budget_stops_between_projects(engine):
         for _ in range(3):
             b.request(standard_project(b))
     result = drain(engine, time_budget_seconds=0)
-    assert (result.recalculated, result.stopped) == (0, "budget")
+    assert (result.recalculated, result.stopped) == (0, StopReason.TIME_BUDGET)
     assert drain(engine, batch_size=1).recalculated == 3
 
 

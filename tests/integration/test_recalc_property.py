@@ -9,23 +9,23 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pin_chessboard_pipelines.recalc.aggregates import (
-    BuildingAggregates,
-    LayoutAggregates,
-    LayoutGroupAggregates,
-    ProjectAggregates,
-    expected_aggregates,
-)
 from pin_chessboard_pipelines.recalc.audit import audit
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason
 from pin_chessboard_pipelines.recalc.drain import drain
-from pin_chessboard_pipelines.recalc.enqueue import enqueue_recalc
+from pin_chessboard_pipelines.recalc.queue import enqueue_recalc
 from pin_chessboard_pipelines.store.tables import (
     buildings,
     layout_groups,
     layouts,
     projects,
     property_objects,
+)
+from tests.support.aggregates import (
+    BuildingAggregates,
+    LayoutAggregates,
+    LayoutGroupAggregates,
+    ProjectAggregates,
+    expected_aggregates,
 )
 from tests.support.recalc_data import StoreBuilder
 

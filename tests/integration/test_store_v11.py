@@ -13,8 +13,9 @@ import sqlalchemy as sa
 from pin_chessboard_pipelines.events.messages import message_value
 from pin_chessboard_pipelines.recalc.audit import audit, drift
 from pin_chessboard_pipelines.recalc.drain import drain
-from pin_chessboard_pipelines.recalc.enqueue import release_import_requests
+from pin_chessboard_pipelines.recalc.queue import release_import_requests
 from pin_chessboard_pipelines.replica.apply import apply_tombstones
+from pin_chessboard_pipelines.retry import StopReason
 from tests.support.polling import wait_until
 from tests.support.replica import RUN_ID, Tree, apply, context_factory, one, outbox, pid, rows
 
@@ -40,7 +41,7 @@ def _drain_all(engine) -> None:
             sa.text("UPDATE chessboard.project_recalc_requests SET due_at = now(), import_run_id = NULL")
         )
     result = drain(engine)
-    assert result.failed == 0 and result.stopped == "empty"
+    assert result.failed == 0 and result.stopped is StopReason.DONE
 
 
 @pytest.mark.parametrize("entity", ["propertyObject", "building", "layout", "layoutGroup"])

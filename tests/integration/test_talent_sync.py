@@ -13,11 +13,12 @@ from pin_chessboard_pipelines.events.consumer import read_events
 from pin_chessboard_pipelines.events.payloads import PROPERTY_OBJECT_UPSERTED, topic_of
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.replica.apply import STREAMING_RUN_ID
+from pin_chessboard_pipelines.retry import StopReason
 from pin_chessboard_pipelines.store.tables import REPLICA_TABLES
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
-from pin_chessboard_pipelines.talent_sync import SYNC_LOCK_HELD, SyncFailed, TalentSync
+from pin_chessboard_pipelines.talent_sync import SYNC_LOCK_HELD, SyncFailed, TalentSync, sync_policy
 from tests.support.polling import wait_until
 from tests.support.talent_kafka import committed_offsets, count, own_broker, produce, reset_group
 
@@ -58,7 +59,7 @@ def test_sync_applies_parents_first_commits_offsets_and_deletes_on_tombstones(en
 
     first = sync(engine, broker)
 
-    assert first.stopped == "idle" and first.messages == sum(published.values())
+    assert first.stopped is StopReason.DONE and first.messages == sum(published.values())
     for stage, table in zip(ENTITIES, REPLICA_TABLES, strict=True):
         expected = dataset.count(SPEC, stage.collection) - (
             len(POISONED) if table.name == "property_objects" else 0
@@ -132,7 +133,7 @@ def test_offsets_are_committed_only_after_the_transaction(engine, broker):
         )
 
     with pytest.raises(SyncFailed):
-        sync(engine, broker, max_attempts=2, retry_backoff=0.05)
+        sync(engine, broker, policy=sync_policy(attempts=2, initial=0.05))
 
     offsets = committed_offsets(broker)
     assert all(offsets[(PROPERTY_OBJECT.topic, p)] < 0 for p in range(PROPERTY_OBJECT.partitions))

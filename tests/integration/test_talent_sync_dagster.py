@@ -61,7 +61,7 @@ def test_sync_job_applies_the_topics_and_reports_metadata(db_url, engine, broker
     )
     total += dataset.count(SPEC, "property-objects")
     assert metadata["messages"] == metadata["applied"] == total
-    assert metadata["stopped"] == "idle" and metadata["messages_per_second"] > 0
+    assert metadata["stopped"] == "done" and metadata["messages_per_second"] > 0
     assert count(engine, "SELECT count(*) FROM chessboard.property_objects") == dataset.count(
         SPEC, "property-objects"
     )

@@ -1,6 +1,6 @@
 from datetime import UTC, datetime, timedelta
 
-from pin_chessboard_pipelines.recalc.debounce import next_due_at
+from tests.support.debounce import next_due_at
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 D, CAP = timedelta(seconds=30), timedelta(minutes=5)

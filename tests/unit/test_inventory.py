@@ -20,7 +20,7 @@ from pin_chessboard_pipelines.analytics.inventory import (
     project_inventory,
     top_projects_markdown,
 )
-from pin_chessboard_pipelines.recalc.aggregates import project_aggregates
+from tests.support.aggregates import project_aggregates
 
 DAY = date(2026, 11, 30)
 AT = datetime(2026, 11, 30, 23, 50, tzinfo=UTC)

@@ -6,7 +6,7 @@ import uuid
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from pin_chessboard_pipelines.recalc.aggregates import (
+from tests.support.aggregates import (
     BuildingAggregates,
     LayoutGroupAggregates,
     ProjectAggregates,

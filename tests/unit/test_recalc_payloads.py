@@ -12,7 +12,8 @@ from pin_chessboard_pipelines.events.payloads import (
     PROJECT_UPSERTED,
     Handbook,
 )
-from pin_chessboard_pipelines.recalc.drain import DrainResult, _event, parse_row
+from pin_chessboard_pipelines.recalc.drain import DrainResult
+from pin_chessboard_pipelines.recalc.project import _event, parse_row
 
 
 def test_parse_row_keeps_decimals_and_timestamps():

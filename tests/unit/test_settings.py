@@ -44,6 +44,9 @@ def test_defaults_need_no_environment():
         ("TALENT_API_TIMEOUT_SECONDS", "forever", "seconds > 0"),
         ("CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS", "-1", "seconds >= 0"),
         ("CHESSBOARD_DAGSTER_EXECUTOR", "celery", "in_process | multiprocess | k8s"),
+        ("CHESSBOARD_RECALC_DRAINS", "0", "1..16"),
+        ("CHESSBOARD_RECALC_DRAINS", "17", "1..16"),
+        ("CHESSBOARD_RECALC_DRAINS", "two", "1..16"),
     ],
 )
 def test_invalid_value_names_the_variable_and_what_it_expects(name, value, expects):
@@ -53,6 +56,11 @@ def test_invalid_value_names_the_variable_and_what_it_expects(name, value, expec
     assert message.startswith(f"{name}=")
     assert expects in message
     assert "\n" not in message
+
+
+def test_recalc_drains_default_to_one():
+    assert load_settings({}).recalc_drains == 1
+    assert load_settings({"CHESSBOARD_RECALC_DRAINS": "4"}).recalc_drains == 4
 
 
 def test_flag_accepts_the_usual_spellings():

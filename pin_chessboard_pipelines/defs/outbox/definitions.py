@@ -21,13 +21,13 @@ from pin_chessboard_pipelines.defs.singleton import (
     singleton_run_request,
     skip_while_active,
 )
+from pin_chessboard_pipelines.events.outbox import pending_summary, purge_published
 from pin_chessboard_pipelines.events.relay import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MESSAGE_TIMEOUT_MS,
     OutboxRelay,
     RelayResult,
-    pending_summary,
-    purge_published,
+    relay_policy,
 )
 
 JOB_NAME = "outbox_relay"
@@ -108,7 +108,11 @@ def relay_outbox(
     with (
         graceful_interrupts() as interrupted,
         OutboxRelay(
-            engine, bootstrap, batch_size=config.batch_size, message_timeout_ms=message_timeout_ms
+            engine,
+            bootstrap,
+            batch_size=config.batch_size,
+            message_timeout_ms=message_timeout_ms,
+            policy=relay_policy(settings.import_page_retry_seconds),
         ) as relay,
     ):
         result = relay.relay_pending(

@@ -2,12 +2,15 @@
 that make drift and poison rows visible on the `chessboard_aggregates` asset.
 
 Thin shells over recalc/: the loop is `recalc.drain.drain_until` (a run polls the queue for one time
-slot, `recalc.drain_timing`), the audit `recalc.audit.audit`.
+slot, `recalc.drain_timing`), the audit `recalc.audit.audit`. A run has CHESSBOARD_RECALC_DRAINS
+drain steps (`drain_0` ..), built when the definitions load; each claims its own rows.
 """
 
 import json
+import logging
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import dagster as dg
 from pydantic import Field
@@ -18,8 +21,9 @@ from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import IN_PROGRESS, graceful_interrupts
 from pin_chessboard_pipelines.errors import RECALC_POISON
 from pin_chessboard_pipelines.observability import metrics
+from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.recalc.audit import audit, drift
-from pin_chessboard_pipelines.recalc.drain import REPUBLISHED, DrainResult, drain, drain_until
+from pin_chessboard_pipelines.recalc.drain import REPUBLISHED, DrainResult, drain, drain_until, store_policy
 from pin_chessboard_pipelines.recalc.drain_timing import (
     drain_run_key,
     needs_drain_run,
@@ -27,9 +31,11 @@ from pin_chessboard_pipelines.recalc.drain_timing import (
     slot_for,
 )
 from pin_chessboard_pipelines.recalc.queue import due_summary, next_due_in, poison_rows
+from pin_chessboard_pipelines.retry import StopReason
+from pin_chessboard_pipelines.settings import load_settings
 
 JOB_NAME = "project_aggregates_recalc"
-OP_NAME = "drain_recalc_queue"
+OP_PREFIX = "drain_"  # the drain steps: drain_0 .. drain_{N-1}
 SENSOR_NAME = "project_aggregates_recalc_sensor"
 AUDIT_JOB_NAME = "chessboard_aggregates_audit"
 SINGLETON_VALUE = "recalc-drain"
@@ -41,9 +47,6 @@ TICK_SECONDS = (
     5  # worker tick, also Dagster's minimum sensor interval (docs/project-aggregates-recalc.md#drain)
 )
 DEFAULT_TIME_BUDGET_SECONDS = 25.0  # a tick takes < 30 s (docs/project-aggregates-recalc.md#drain)
-RETRY_SECONDS = (
-    5.0  # a failed project waits for the next tick (docs/project-aggregates-recalc.md#poison-rows)
-)
 # run monitoring fails a drain run that outlives its slot by this much (its worker is gone)
 MAX_RUNTIME_GRACE_SECONDS = 300
 
@@ -96,7 +99,7 @@ def _metadata(result: DrainResult) -> dict[str, dg.MetadataValue]:
         "batches": dg.MetadataValue.int(result.batches),
         "duration_seconds": dg.MetadataValue.float(round(result.duration_seconds, 3)),
         "projects_per_second": dg.MetadataValue.float(round(result.projects_per_second, 1)),
-        "stopped": dg.MetadataValue.text(result.stopped),
+        "stopped": dg.MetadataValue.text(result.stopped.value),
         "summary": dg.MetadataValue.json(summary),
     }
 
@@ -128,13 +131,44 @@ def _poison_metadata(rows: list[dict]) -> dict[str, dg.MetadataValue]:
     }
 
 
-@dg.op(name=OP_NAME, out=dg.Out(dg.Nothing))
-def drain_recalc_queue(
-    context: dg.OpExecutionContext, config: RecalcDrainConfig, chessboard: ChessboardResource
+def drain_op_names(drains: int) -> list[str]:
+    """The drain steps of a recalc run: drain_0 .. drain_{drains-1} (CHESSBOARD_RECALC_DRAINS)."""
+    return [f"{OP_PREFIX}{index}" for index in range(drains)]
+
+
+def drain_run_config(drains: int, config: dict[str, Any]) -> dict[str, Any]:
+    """Run config giving every drain step of the run the same config."""
+    return {"ops": {name: {"config": config} for name in drain_op_names(drains)}}
+
+
+def _drain_step(name: str, *, reports_poison: bool) -> dg.OpDefinition:
+    @dg.op(name=name, out=dg.Out(dg.Nothing))
+    def drain_step(
+        context: dg.OpExecutionContext, config: RecalcDrainConfig, chessboard: ChessboardResource
+    ) -> dg.Output:
+        """One drain worker of the run: drains due recalc rows, each project in its own transaction;
+        the run's other drain steps take other rows (FOR UPDATE SKIP LOCKED)."""
+        return _drain(context, config, chessboard, reports_poison=reports_poison)
+
+    return drain_step
+
+
+def _drain(
+    context: dg.OpExecutionContext,
+    config: RecalcDrainConfig,
+    chessboard: ChessboardResource,
+    *,
+    reports_poison: bool,
 ) -> dg.Output:
-    """Drains due recalc rows, batch after batch, each project in its own transaction."""
     settings = chessboard.settings
-    budget = None if config.until_empty else config.time_budget_seconds
+    common: dict[str, Any] = dict(
+        batch_size=settings.recalc_batch_size,
+        poison_attempts=settings.recalc_poison_attempts,
+        correlation_id=context.run_id,
+        run_log=context.log,  # batches, failures, poison; per-project lines stay in the Python log
+        # a store that restarts is waited for (the page-retry budget), not reported as empty
+        policy=store_policy(settings.import_page_retry_seconds),
+    )
 
     def relay_events(result: DrainResult) -> None:
         if sum(result.republished.values()):
@@ -142,42 +176,24 @@ def drain_recalc_queue(
 
     with graceful_interrupts() as interrupted:
         if config.poll_until is not None:
-            context.log.info(f"recalc drain polls the queue until {_iso(config.poll_until)}")
+            log_event(context.log, logging.INFO, "recalc_drain_polling", Until=_iso(config.poll_until))
             result = drain_until(
                 chessboard.engine,
                 ends_at=config.poll_until,
                 poll_seconds=settings.recalc_drain_poll_seconds,
-                retry_seconds=RETRY_SECONDS,
-                batch_size=settings.recalc_batch_size,
-                poison_attempts=settings.recalc_poison_attempts,
                 should_stop=interrupted,
-                correlation_id=context.run_id,
-                run_log=context.log,
                 after_pass=relay_events,
+                **common,
             )
         else:
-            result = drain(
-                chessboard.engine,
-                batch_size=settings.recalc_batch_size,
-                poison_attempts=settings.recalc_poison_attempts,
-                time_budget_seconds=budget,
-                should_stop=interrupted,
-                correlation_id=context.run_id,
-                run_log=context.log,  # batches, failures, poison; per-project lines stay in the Python log
-                # a store that restarts is waited for (the page-retry budget), not reported as empty
-                retry_seconds=settings.import_page_retry_seconds,
-            )
+            budget = None if config.until_empty else config.time_budget_seconds
+            result = drain(chessboard.engine, time_budget_seconds=budget, should_stop=interrupted, **common)
             relay_events(result)
-    context.log.info(f"recalc drain: {json.dumps(result.summary())}")
-    with chessboard.engine.connect() as conn:
-        poison = poison_rows(conn, settings.recalc_poison_attempts)
-    # log_event accepts check evaluations at run time; its annotation lags behind
-    context.log_event(_poison_evaluation(poison))  # type: ignore[arg-type]
-    if result.processed or result.failed:
-        context.log_event(dg.AssetMaterialization(asset_key=AGGREGATES.key, metadata=_metadata(result)))
-    if result.stopped == "cancelled":
+    log_event(context.log, logging.INFO, "recalc_drain_finished", Summary=json.dumps(result.summary()))
+    _report(context, chessboard, result, reports_poison=reports_poison)
+    if result.stopped is StopReason.CANCELLED:
         raise DagsterExecutionInterruptedError()
-    if config.until_empty and result.stopped == "failed":
+    if config.until_empty and result.stopped is StopReason.FAILED:
         # --until-empty is honest: due rows are left, so the run did not do what it was asked
         raise dg.Failure(
             description=f"{len(set(result.failed_ids))} due recalc row(s) left after failures "
@@ -187,14 +203,40 @@ def drain_recalc_queue(
     return dg.Output(None, metadata=_metadata(result))
 
 
-@dg.job(
-    name=JOB_NAME,
-    description="project-aggregates-recalc: drains due rows of project_recalc_requests.",
-    # no executor_def: the one definitions.py sets (CHESSBOARD_DAGSTER_EXECUTOR)
-    tags={DRAIN_TAG: SINGLETON_VALUE},
-)
-def project_aggregates_recalc() -> None:
-    drain_recalc_queue()
+def _report(
+    context: dg.OpExecutionContext,
+    chessboard: ChessboardResource,
+    result: DrainResult,
+    *,
+    reports_poison: bool,
+) -> None:
+    """The poison check's evaluation (once per run) and the aggregates' materialization."""
+    if reports_poison:
+        with chessboard.engine.connect() as conn:
+            poison = poison_rows(conn, chessboard.settings.recalc_poison_attempts)
+        # log_event accepts check evaluations at run time; its annotation lags behind
+        context.log_event(_poison_evaluation(poison))  # type: ignore[arg-type]
+    if result.processed or result.failed:
+        context.log_event(dg.AssetMaterialization(asset_key=AGGREGATES.key, metadata=_metadata(result)))
+
+
+def recalc_job(drains: int = 1, resource_defs: dict[str, Any] | None = None) -> dg.JobDefinition:
+    """The drain job with `drains` drain steps (CHESSBOARD_RECALC_DRAINS): steps of one run, so the
+    run count per hour stays the slot's (docs/project-aggregates-recalc.md#drain); the executor
+    (the definitions' own) decides whether they run as threads of one process or OS processes."""
+    steps = [_drain_step(name, reports_poison=i == 0) for i, name in enumerate(drain_op_names(drains))]
+
+    @dg.job(
+        name=JOB_NAME,
+        description=f"project-aggregates-recalc: {drains} drain(s) of project_recalc_requests' due rows.",
+        tags={DRAIN_TAG: SINGLETON_VALUE},
+        resource_defs=resource_defs,
+    )
+    def project_aggregates_recalc() -> None:
+        for step in steps:
+            step()
+
+    return project_aggregates_recalc
 
 
 @dg.sensor(
@@ -238,7 +280,7 @@ def project_aggregates_recalc_sensor(
         run_requests=[
             dg.RunRequest(
                 run_key=run_key,
-                run_config={"ops": {OP_NAME: {"config": {"poll_until": slot.ends_at}}}},
+                run_config=drain_run_config(settings.recalc_drains, {"poll_until": slot.ends_at}),
                 tags={
                     DRAIN_TAG: SINGLETON_VALUE,
                     SLOT_TAG: str(slot.index),
@@ -333,10 +375,11 @@ chessboard_aggregates_audit_schedule = dg.ScheduleDefinition(
 
 
 def definitions() -> dg.Definitions:
+    drains = load_settings().recalc_drains
     return dg.Definitions(
         assets=[AGGREGATES],
         asset_checks=[aggregates_audit_check, poison_rows_check],
-        jobs=[project_aggregates_recalc, chessboard_aggregates_audit],
+        jobs=[recalc_job(drains), chessboard_aggregates_audit],
         sensors=[project_aggregates_recalc_sensor],
         schedules=[chessboard_aggregates_audit_schedule],
     )

@@ -20,7 +20,7 @@ from pin_chessboard_pipelines.defs.singleton import (
 )
 from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.talent.flag import talent_sync_disabled
-from pin_chessboard_pipelines.talent_sync import SyncResult, TalentSync, group_lag, sync_running
+from pin_chessboard_pipelines.talent_sync import SyncResult, TalentSync, group_lag, sync_policy, sync_running
 
 JOB_NAME = "talent_sync"
 OP_NAME = "consume_talent_topics"
@@ -53,7 +53,7 @@ def _metadata(result: SyncResult) -> dict[str, dg.MetadataValue]:
         "retries": dg.MetadataValue.int(result.retries),
         "messages_per_second": dg.MetadataValue.float(round(result.messages_per_second, 1)),
         "duration_seconds": dg.MetadataValue.float(round(result.seconds, 3)),
-        "stopped": dg.MetadataValue.text(result.stopped),
+        "stopped": dg.MetadataValue.text(result.stopped.value if result.stopped else ""),
         "summary": dg.MetadataValue.json(result.as_dict()),
     }
 
@@ -75,6 +75,8 @@ def consume_talent_topics(
         debounce_seconds=settings.recalc_debounce_seconds,
         cap_seconds=settings.recalc_cap_seconds,
         correlation_id=context.run_id,
+        # a store that restarts is ridden out as long as the import would
+        policy=sync_policy(settings.import_page_retry_seconds),
     )
     with graceful_interrupts() as interrupted:
         result = sync.run(

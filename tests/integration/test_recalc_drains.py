@@ -1,0 +1,68 @@
+"""CHESSBOARD_RECALC_DRAINS: one recalc run with two drain steps in two OS processes
+(Dagster's multiprocess executor) shares the queue: both recalculate, each project exactly once,
+the audit finds nothing (operations.md "Scale-out and deployment (v1.2)")."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import dagster as dg
+import sqlalchemy as sa
+
+from pin_chessboard_pipelines.defs.recalc.definitions import drain_op_names, drain_run_config, recalc_job
+from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.entities import PROJECT
+from pin_chessboard_pipelines.events.payloads import topic_of
+from pin_chessboard_pipelines.recalc.audit import audit
+from pin_chessboard_pipelines.settings import load_settings
+from tests.support.recalc_data import queue
+from tests.support.recalc_load import load
+
+PROJECTS = 1500
+
+
+def two_drains() -> dg.JobDefinition:
+    """The job as a step process rebuilds it (the store's URL from CHESSBOARD_DATABASE_URL)."""
+    return recalc_job(2, resource_defs={"chessboard": ChessboardResource()}).with_executor_def(
+        dg.multiprocess_executor
+    )
+
+
+def test_the_drain_job_has_one_step_per_drain(monkeypatch):
+    monkeypatch.setenv("CHESSBOARD_RECALC_DRAINS", "3")
+    job = recalc_job(load_settings().recalc_drains)
+    assert sorted(node.name for node in job.graph.nodes) == ["drain_0", "drain_1", "drain_2"]
+    assert drain_op_names(2) == ["drain_0", "drain_1"]
+    assert set(drain_run_config(2, {"until_empty": True})["ops"]) == {"drain_0", "drain_1"}
+
+
+def test_two_drain_processes_in_one_run_recalculate_each_project_once(db_url, engine, monkeypatch, tmp_path):
+    monkeypatch.setenv("CHESSBOARD_DATABASE_URL", db_url)
+    load(engine, "drains-", PROJECTS, 20)
+    with (
+        dg.instance_for_test(temp_dir=str(tmp_path)) as instance,
+        dg.execute_job(
+            dg.reconstructable(two_drains),
+            instance=instance,
+            run_config=drain_run_config(2, {"until_empty": True}),
+        ) as result,
+    ):
+        assert result.success
+        steps = {}
+        for name in drain_op_names(2):
+            (output,) = [e for e in result.events_for_node(name) if e.is_successful_output]
+            steps[name] = output.step_output_data.metadata["summary"].value
+        pids = {e.step_key: e.pid for e in result.all_events if e.is_step_start}
+    assert len(set(pids.values())) == 2  # two OS processes
+    recalculated = {name: summary["recalculated"] for name, summary in steps.items()}
+    assert all(n > 0 for n in recalculated.values()), recalculated  # both drains took rows
+    assert sum(recalculated.values()) == PROJECTS  # and none twice
+    with engine.connect() as conn:
+        assert queue(conn) == {}
+        assert audit(conn) == []
+        events = conn.execute(
+            sa.text("SELECT message_key FROM chessboard.outbox_messages WHERE topic = :t"),
+            {"t": topic_of(PROJECT.upserted_event)},
+        ).scalars()
+        per_project = Counter(events)
+    assert len(per_project) == PROJECTS and set(per_project.values()) == {1}
