@@ -1,7 +1,12 @@
 """Talent initial import benchmark: a full ApiPull bootstrap against a raw COPY of the same rows.
 
     python benchmarks/import_bench.py [--developers 100] [--objects-per-project 100]
-                                      [--page-size 500] [--workers 2]
+                                      [--page-size 500] [--workers 2] [--processes 1,2,4]
+
+`--processes P[,P...]`: one bootstrap per P, each stage worked on by P OS processes at once (the
+code a Dagster page step runs: join the run, claim pages, one walker per stage under its walk lock),
+on a fresh database each; per P: objects/s, the ratio to a raw COPY of the same rows, and the CPU
+seconds of PostgreSQL, the worker processes and the simulator.
 
 The defaults are the simulator's "1m" preset: 100 developers x 100 projects = 10k projects,
 1M property objects (50k buildings, 40k layout groups, 100k layouts). The simulator serves them
@@ -34,7 +39,7 @@ from sqlalchemy import text  # noqa: E402
 from pin_chessboard_pipelines.runtime.embedded import admin_execute, ensure_database, free_port, wait_for_port  # noqa: E402
 from pin_chessboard_pipelines.store.engine import get_engine, libpq_url, with_database  # noqa: E402
 from pin_chessboard_pipelines.store.migrate import upgrade  # noqa: E402
-from pin_chessboard_pipelines.talent_import.request import build_request  # noqa: E402
+from pin_chessboard_pipelines.talent_import.request import RunStatus, build_request  # noqa: E402
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession  # noqa: E402
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource  # noqa: E402
 
@@ -118,6 +123,138 @@ def _copy_reference(url: str, workdir: Path) -> tuple[int, float]:
     return rows, seconds
 
 
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process and of its waited-for children (a postmaster's exited backends)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _postmaster_pid(url: str) -> int | None:
+    engine = get_engine(url)
+    with engine.connect() as conn:
+        data = conn.execute(text("SHOW data_directory")).scalar()
+    try:
+        return int(Path(data, "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError):
+        return None  # a server on another host: its CPU is not ours to read
+
+
+def _worker(args: argparse.Namespace) -> int:
+    """One process's share of one stage (what a Dagster page step does)."""
+    from pin_chessboard_pipelines.entities import BY_STAGE
+
+    session = ImportSession(
+        args.url,
+        build_request(page_size=args.page_size, workers=args.workers, correlation_id=args.correlation_id),
+        ApiPullSource(args.sim_url),
+        options=ImportOptions(lock_timeout_seconds=5),
+    )
+    try:
+        session.join()
+        session.work_stage(BY_STAGE[args.worker])
+    finally:
+        session.close()
+    return 0
+
+
+def _import_on_processes(args: argparse.Namespace, url: str, sim_url: str, processes: int) -> dict:
+    """The bootstrap with `processes` worker processes per stage; the stages one after another."""
+    from pin_chessboard_pipelines.entities import ENTITIES
+    from pin_chessboard_pipelines.talent_import.stage_runner import stage_report
+
+    request = build_request(page_size=args.page_size, workers=args.workers)
+    session = ImportSession(
+        url, request, ApiPullSource(sim_url), options=ImportOptions(lock_timeout_seconds=5)
+    )
+    started = time.perf_counter()
+    session.open()
+    seconds: dict[str, float] = {}
+    try:
+        for stage in ENTITIES:
+            stage_started = time.perf_counter()
+            command = [
+                sys.executable,
+                __file__,
+                "--worker",
+                stage.stage,
+                "--url",
+                url,
+                "--sim-url",
+                sim_url,
+                "--correlation-id",
+                request.correlation_id,
+                "--page-size",
+                str(args.page_size),
+                "--workers",
+                str(args.workers),
+            ]
+            workers = [subprocess.Popen(command) for _ in range(processes)]
+            if any(w.wait() for w in workers):
+                raise SystemExit(f"a worker of stage {stage.stage} failed")
+            session.reports[stage.stage] = stage_report(
+                session, stage, None, time.perf_counter() - stage_started
+            )
+            seconds[stage.stage] = time.perf_counter() - stage_started
+        result = session.finish(RunStatus.COMPLETED)
+    finally:
+        session.close()
+    return {"result": result, "seconds": time.perf_counter() - started, "stages": seconds, "session": session}
+
+
+def _bench_processes(args: argparse.Namespace) -> int:
+    keep: list = []
+    runs: list[tuple[int, dict]] = []
+    sim, sim_url = _simulator(args)
+    try:
+        for processes in [int(p) for p in args.processes.split(",")]:
+            url = _database(keep)
+            postmaster = _postmaster_pid(url)
+            pg_before = _cpu_seconds(postmaster) if postmaster else 0.0
+            sim_before = _cpu_seconds(sim.pid)
+            children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            run = _import_on_processes(args, url, sim_url, processes)
+            children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            run["cpu_workers"] = (children_after.ru_utime + children_after.ru_stime) - (
+                children_before.ru_utime + children_before.ru_stime
+            )
+            run["cpu_simulator"] = _cpu_seconds(sim.pid) - sim_before
+            run["cpu_postgres"] = (_cpu_seconds(postmaster) - pg_before) if postmaster else float("nan")
+            with tempfile.TemporaryDirectory(prefix="import-bench-") as workdir:
+                run["copy"] = _copy_reference(url, Path(workdir))
+            with get_engine(url).connect() as conn:
+                run["read_twice"] = conn.execute(
+                    text(
+                        "SELECT count(*) FROM chessboard.talent_import_pages"
+                        " WHERE items_planned > 0 AND claimed_by IS DISTINCT FROM planned_by"
+                    )
+                ).scalar()
+                run["pages"] = conn.execute(
+                    text("SELECT count(*) FROM chessboard.talent_import_pages")
+                ).scalar()
+            get_engine(url).dispose()
+            runs.append((processes, run))
+    finally:
+        sim.terminate()
+        sim.wait(30)
+    print(
+        f"{'P':>2} {'objects/s':>10} {'COPY rows/s':>12} {'ratio':>6} {'total s':>8} "
+        f"{'PG cpu s':>9} {'workers cpu s':>14} {'sim cpu s':>10} {'pages re-read':>14}"
+    )
+    for processes, run in runs:
+        report = run["session"].reports["PropertyObjects"]
+        rate = report.counters.planned / run["stages"]["PropertyObjects"]
+        copy_rows, copy_seconds = run["copy"]
+        copy_rate = copy_rows / copy_seconds
+        print(
+            f"{processes:>2} {rate:>10,.0f} {copy_rate:>12,.0f} {rate / copy_rate:>6.3f} {run['seconds']:>8.1f} "
+            f"{run['cpu_postgres']:>9.1f} {run['cpu_workers']:>14.1f} {run['cpu_simulator']:>10.1f} "
+            f"{run['read_twice']:>7}/{run['pages']}"
+        )
+    print("pages re-read: pages claimed by another process than the one that walked the stage (read from the")
+    print("source twice: once by the walk, once by cursor); ratio = PropertyObjects objects/s / COPY rows/s")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -128,7 +265,16 @@ def main() -> int:
     parser.add_argument("--objects-per-project", type=int, default=100)
     parser.add_argument("--page-size", type=int, default=500)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--processes", help="P[,P...]: worker processes per stage, one bootstrap each")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # a worker process: the stage it works on
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--sim-url", help=argparse.SUPPRESS)
+    parser.add_argument("--correlation-id", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        return _worker(args)
+    if args.processes:
+        return _bench_processes(args)
 
     keep: list = []
     url = _database(keep)

@@ -374,6 +374,11 @@ class FailureStreak:
         self.attempt += 1
         return self.policy.decide(error, self.attempt, now - self._first)
 
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the first failure of the streak (0 without one)."""
+        return 0.0 if self._first is None else self._clock() - self._first
+
     def reset(self) -> None:
         """The work item succeeded: the next failure starts a new streak."""
         self.attempt = 0

@@ -314,6 +314,8 @@ talent_import_pages = Table(
     _ts("updated_at"),
     Column("claimed_by", Text),  # <host>:<pid> of the process that claimed the page last (kept after Done)
     Column("claimed_at", DateTime(timezone=True)),  # when it was claimed last
+    # the process that walked it (read its items; another claimant reads them again by cursor)
+    Column("planned_by", Text),
     Column("heartbeat_at", DateTime(timezone=True)),  # renewed while the page is worked on
     Column("finished_at", DateTime(timezone=True)),  # when the page became Done or Failed
     UniqueConstraint("run_id", "stage", "scope", "page_no", name="uq_talent_import_pages_page"),

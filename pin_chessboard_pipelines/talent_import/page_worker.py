@@ -13,6 +13,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 from pin_chessboard_pipelines.entities import Entity
 from pin_chessboard_pipelines.errors import error_line
@@ -25,7 +26,7 @@ from pin_chessboard_pipelines.observability.metrics import (
     count_applied,
 )
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
-from pin_chessboard_pipelines.retry import Backoff, Retrier, RetryStopped, transient_reason
+from pin_chessboard_pipelines.retry import PERMANENT, FailurePolicy, Retrier, RetryStopped, Stopper
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed
@@ -50,8 +51,15 @@ class StageWork:
         self.pages_processed = 0
         self.page_durations_ms: list[float] = []
         self._lock = threading.Lock()
-        # pages: backoff from the first failed attempt; store operations: the same budget
-        self.backoff = Backoff(initial=self.options.retry_seconds, budget=self.options.page_retry_seconds)
+        # pages and walks: transient failures back off within the page-retry budget from the first
+        # failed attempt, a 4xx other than 429 gives up at once, anything else gets page_attempts
+        self.policy = FailurePolicy(
+            budget_seconds=self.options.page_retry_seconds,
+            initial=self.options.retry_seconds,
+            attempts=self.options.page_attempts,
+            permanent=(TalentPermanentError,),
+        )
+        self.stopper = Stopper(self.stopping)
         self.first_failure: dict[int, float] = {}  # page id -> monotonic time of its first failure
         self.claimed_by = process_name()
         self._held: set[int] = set()  # the pages this process works on: their heartbeats are renewed
@@ -93,9 +101,7 @@ class StageWork:
             self.wakeup.wait(self.options.idle_poll_seconds)
 
     def sleep(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while not self.stopping() and time.monotonic() < deadline:
-            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+        self.stopper.sleep(seconds)
 
     def hold(self, page_id: int) -> None:
         with self._lock:
@@ -121,15 +127,38 @@ def process_name() -> str:
 
 
 class Heartbeat:
-    """Renews, every `heartbeat_seconds`, the heartbeat of the run and of the pages this process works
-    on, so that their claims stay this process's while it lives; stops the stage's workers when the
+    """Renews, every `heartbeat_seconds`, the heartbeat of the run and of the pages `held()` returns,
+    so that their claims stay this process's while it lives; calls `on_ended(status)` once when the
     run ended elsewhere (another process failed it, an operator cancelled it)."""
 
-    def __init__(self, work: StageWork) -> None:
-        self.work = work
+    def __init__(
+        self,
+        session: ImportRun,
+        *,
+        claimed_by: str = "",
+        held: Callable[[], list[int]] = list,
+        on_ended: Callable[[str | None], None] | None = None,
+        name: str = "import-heartbeat",
+    ) -> None:
+        self.session, self.claimed_by, self.held, self.on_ended = session, claimed_by, held, on_ended
         self._done = threading.Event()
-        self._thread = threading.Thread(
-            target=self._loop, name=f"import-{work.stage.stage}-heartbeat", daemon=True
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    @staticmethod
+    def of(work: StageWork) -> Heartbeat:
+        """The heartbeat of a stage's workers in this process: the run stops them when it ended."""
+
+        def ended(status: str | None) -> None:
+            work.ended_elsewhere = status
+            work.session.request_stop()
+            work.notify()
+
+        return Heartbeat(
+            work.session,
+            claimed_by=work.claimed_by,
+            held=work.held,
+            on_ended=ended,
+            name=f"import-{work.stage.stage}-heartbeat",
         )
 
     def __enter__(self) -> Heartbeat:
@@ -140,36 +169,24 @@ class Heartbeat:
         self._done.set()
         self._thread.join()
 
-    def beat(self) -> str | None:
-        work = self.work
-        with work.session.engine.begin() as conn:
-            return runs.heartbeat(conn, work.session.run_id, work.claimed_by, work.held())
-
     def _loop(self) -> None:
-        work = self.work
-        while not self._done.wait(self.work.options.heartbeat_seconds):
+        session = self.session
+        while not self._done.wait(session.options.heartbeat_seconds):
             try:
-                status = self.beat()
-            except Exception as error:  # the database restarting: the workers' retries see it too
+                with session.engine.begin() as conn:
+                    status = runs.heartbeat(conn, session.run_id, self.claimed_by, self.held())
+            except Exception as error:  # the database restarting: the next beat tries again
                 log_event(
                     log,
                     logging.WARNING,
                     "heartbeat-failed",
-                    **work.session.log_fields(work.stage.stage),
+                    **session.log_fields(),
                     Error=repr(error_line(error)),
                 )
                 continue
-            if status != "Running":
-                log_event(
-                    log,
-                    logging.WARNING,
-                    "run-ended-elsewhere",
-                    **work.session.log_fields(work.stage.stage),
-                    Status=status,
-                )
-                work.ended_elsewhere = status
-                work.session.request_stop()
-                work.notify()
+            if status != "Running" and self.on_ended is not None:
+                log_event(log, logging.WARNING, "run-ended-elsewhere", **session.log_fields(), Status=status)
+                self.on_ended(status)
                 return
 
 
@@ -286,20 +303,12 @@ class PageWorker:
         `page_attempts` attempts."""
         work, session, stage = self.work, self.session, self.stage
         tracing.record_error(error)
-        reason = transient_reason(error)
         attempt = page.attempts + 1
         now = time.monotonic()
         first = work.first_failure.setdefault(page.id, now)
-        wait = (
-            work.backoff.next_delay(attempt, now - first)
-            if reason is not None
-            else work.backoff.delay(attempt)
-        )
-        if reason is not None:
-            permanent = wait is None  # the budget is spent
-        else:
-            permanent = isinstance(error, TalentPermanentError) or attempt >= self.options.page_attempts
-        lease = wait or 0.0
+        decision = work.policy.decide(error, attempt, now - first)
+        permanent, reason = decision.give_up, decision.reason
+        lease = decision.wait or 0.0
 
         def record() -> int | None:
             with session.engine.begin() as conn:
@@ -314,13 +323,13 @@ class PageWorker:
             **session.log_fields(stage.stage, page.page_no),
             Scope=page.scope or "all",
             Attempts=attempts,
-            Reason=reason or "permanent",
+            Reason=reason,
             **({} if permanent else {"WaitSeconds": f"{lease:.1f}"}),
             Error=repr(error_line(error)),
         )
         if permanent:
             work.first_failure.pop(page.id, None)
-            spent = f" over {now - first:.0f}s" if reason is not None else ""
+            spent = f" over {now - first:.0f}s" if reason != PERMANENT else ""
             work.fail(
                 StageFailed(
                     f"stage {stage.stage}: page {page.page_no} failed {attempts} time(s){spent}: "

@@ -23,10 +23,10 @@ from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.recalc.enqueue import release_import_requests
 from pin_chessboard_pipelines.replica.apply import DryRunState, apply_snapshots
-from pin_chessboard_pipelines.retry import Retrier
+from pin_chessboard_pipelines.retry import Retrier, Stopper
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
-from pin_chessboard_pipelines.talent_import import runs, stage_runner
+from pin_chessboard_pipelines.talent_import import page_worker, runs, stage_runner
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
 from pin_chessboard_pipelines.talent_import.model import (
     ApplyFn,
@@ -73,7 +73,8 @@ class ImportSession:
         self.dry_run_state = DryRunState() if request.dry_run else None
         self.reports: dict[str, StageReport] = {}
         self.walker = True  # False: a worker that joined someone else's run (no lock, no walk)
-        self._heartbeat = RunHeartbeat(self)  # while this process holds the import (the CLI)
+        # while this process holds the import (the CLI waits for its Dagster run meanwhile)
+        self._heartbeat: page_worker.Heartbeat | None = None
         # the root span of this process's share of the run (README "Traces"): open() to close()
         self.trace_span: tracing.Span = tracing.INVALID_SPAN
 
@@ -161,7 +162,7 @@ class ImportSession:
         if not keep_lock:
             self.lock.release()
         else:
-            self._heartbeat.start()
+            self._heartbeat = page_worker.Heartbeat(self).__enter__()
         self._load_dry_run_state()
         self._start_trace()
         log_event(
@@ -201,7 +202,7 @@ class ImportSession:
                         f"{options.lock_timeout_seconds:g} s",
                         IMPORT_LOCK_HELD,
                     ) from None
-                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+                Stopper(self.should_stop).sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
     def join(self) -> ImportSession:
         """This process's share of the import of `request.correlation_id`: the Running row of this
@@ -355,7 +356,9 @@ class ImportSession:
     def close(self) -> None:
         """Releases the lock (every case) and the source's connections."""
         tracing.end_span(self.trace_span)  # a no-op when finish() ended it
-        self._heartbeat.stop()
+        if self._heartbeat is not None:
+            self._heartbeat.__exit__()
+            self._heartbeat = None
         try:
             self.lock.release()
         finally:
@@ -418,41 +421,6 @@ class ImportSession:
             )
         self.reports[stage.stage] = report
         return report
-
-
-class RunHeartbeat:
-    """Renews the run's heartbeat while the process that holds the import lives (the CLI waits for
-    its Dagster run meanwhile; the steps of that run renew it too)."""
-
-    def __init__(self, session: ImportSession) -> None:
-        self.session = session
-        self._done = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="import-run-heartbeat", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._done.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def _loop(self) -> None:
-        session = self.session
-        while not self._done.wait(session.options.heartbeat_seconds):
-            try:
-                with session.engine.begin() as conn:
-                    runs.heartbeat(conn, session.run_id, "", [])
-            except Exception as error:  # the database restarting: the next beat tries again
-                log_event(
-                    log,
-                    logging.WARNING,
-                    "heartbeat-failed",
-                    **session.log_fields(),
-                    Error=repr(error_line(error)),
-                )
 
 
 def run_import(

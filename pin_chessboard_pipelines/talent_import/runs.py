@@ -264,6 +264,7 @@ def insert_page(
     cursor: str | None,
     next_cursor: str | None,
     items_planned: int,
+    planned_by: str | None = None,
 ) -> int | None:
     """A Pending page; None when the page was recorded already."""
     return conn.execute(
@@ -277,6 +278,7 @@ def insert_page(
             "next_cursor": next_cursor,
             "is_last": next_cursor is None,
             "items_planned": items_planned,
+            "planned_by": planned_by,
         },
     ).scalar()
 
@@ -287,8 +289,8 @@ def claim_page(
     stage: str,
     lease_seconds: float,
     *,
-    claimed_by: str,
-    dead_seconds: float,
+    claimed_by: str = "",
+    dead_seconds: float = 45.0,
 ) -> ClaimedPage | None:
     """The next page of the stage for `claimed_by` (<host>:<pid>); a page whose claimant renewed no
     heartbeat for `dead_seconds` (a dead process) is claimed again."""

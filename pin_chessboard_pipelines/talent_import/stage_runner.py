@@ -18,7 +18,7 @@ from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGES
-from pin_chessboard_pipelines.retry import Retrier, RetryStopped, transient_reason
+from pin_chessboard_pipelines.retry import PERMANENT, FailureStreak, Retrier, RetryStopped
 from pin_chessboard_pipelines.store.lock import AdvisoryLock, open_session
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
 from pin_chessboard_pipelines.talent_import import runs
@@ -74,7 +74,7 @@ def work_stage(session: ImportRun, stage: Entity, *, walker: bool) -> StageRepor
         )
     else:
         work.walk_done.set()  # the barrier says when the walk ended
-    with Heartbeat(work):
+    with Heartbeat.of(work):
         for thread in threads:
             thread.start()
         try:
@@ -194,8 +194,7 @@ class StageWalker:
     def _walk_scope(self, scope_key: str) -> bool:
         """False when the walk stopped early (cancelled or failed)."""
         work, session, stage = self.work, self.session, self.stage
-        failures = 0
-        first_failure: float | None = None
+        failures = FailureStreak(work.policy)
         while not work.stopping():
             try:
                 last = work.retrying("read the walk", lambda: self._last_planned(scope_key))
@@ -221,6 +220,7 @@ class StageWalker:
                             planned.cursor,
                             planned.next_cursor,
                             len(items) if items is not None else 0,
+                            planned_by=work.claimed_by,
                         )
                     if page_id is not None:
                         IMPORT_PAGES.labels(stage.stage, "Planned").inc()
@@ -229,13 +229,21 @@ class StageWalker:
                         work.notify()
                     page_no += 1
                     walked += 1
-                    failures, first_failure = 0, None
+                    failures.reset()
                     if work.stopping():
                         return False
                 if walked == 0:  # a source that yields nothing still ends its walk with an empty page
                     with session.engine.begin() as conn:
                         page_id = runs.insert_page(
-                            conn, session.run_id, stage.stage, scope_key, page_no, start, None, 0
+                            conn,
+                            session.run_id,
+                            stage.stage,
+                            scope_key,
+                            page_no,
+                            start,
+                            None,
+                            0,
+                            planned_by=work.claimed_by,
                         )
                     if page_id is not None:
                         work.cache.put(page_id, [], work.stopping, self._claimed_elsewhere)
@@ -246,15 +254,8 @@ class StageWalker:
             except TalentPermanentError as e:
                 raise StageFailed(f"stage {stage.stage}: planning failed: {e}") from None
             except Exception as e:
-                # transient: backoff within the page-retry budget; anything else: page_attempts tries
-                failures += 1
-                now = time.monotonic()
-                first_failure = now if first_failure is None else first_failure
-                reason = transient_reason(e)
-                if reason is not None:
-                    wait = work.backoff.next_delay(failures, now - first_failure)
-                else:
-                    wait = work.backoff.delay(failures) if failures < self.options.page_attempts else None
+                decision = failures.decide(e)  # the page workers' policy
+                wait, reason = decision.wait, decision.reason
                 IMPORT_PAGES.labels(stage.stage, "Failed").inc()
                 log_event(
                     log,
@@ -263,15 +264,15 @@ class StageWalker:
                     **session.log_fields(stage.stage, page_no),
                     Scope=scope_key or "all",
                     Planning=True,
-                    Attempt=failures,
-                    Reason=reason or "permanent",
+                    Attempt=failures.attempt,
+                    Reason=reason,
                     **({} if wait is None else {"WaitSeconds": f"{wait:.1f}"}),
                     Error=repr(error_line(e)),
                 )
                 if wait is None:
-                    spent = f" over {now - first_failure:.0f}s" if reason is not None else ""
+                    spent = f" over {failures.elapsed:.0f}s" if reason != PERMANENT else ""
                     raise StageFailed(
-                        f"stage {stage.stage}: planning page {page_no} failed {failures} time(s){spent}: "
+                        f"stage {stage.stage}: planning page {page_no} failed {failures.attempt} time(s){spent}: "
                         f"{error_line(e)}"
                     ) from None
                 work.sleep(wait)

@@ -218,3 +218,39 @@ def test_workers_of_two_processes_on_one_stage_never_apply_a_page_twice(db_url, 
     assert (
         scalar(engine, "SELECT count(*) FROM public.import_probe_log WHERE entity = 'propertyObject'") == 400
     )
+
+
+def test_a_dead_claimants_page_is_claimed_again_and_a_live_ones_is_kept(db_url, engine):
+    """A page whose claimant stopped renewing its heartbeat (a killed process) is claimed again after
+    dead_seconds, long before its lease ends; one whose heartbeat is renewed stays its claimant's."""
+    request = build_request(page_size=1)
+    with engine.begin() as conn:
+        run, _ = runs.start_or_resume_run(conn, request, None)
+        runs.insert_page(conn, run["id"], "Developers", "", 0, None, "c1", 1)
+        runs.insert_page(conn, run["id"], "Developers", "", 1, "c1", None, 1)
+    with engine.begin() as conn:
+        dead = runs.claim_page(conn, run["id"], "Developers", 600, claimed_by="host-a:1", dead_seconds=45)
+        live = runs.claim_page(conn, run["id"], "Developers", 600, claimed_by="host-b:2", dead_seconds=45)
+    assert (dead.page_no, live.page_no) == (0, 1)
+    with engine.begin() as conn:  # host-a died 60 s ago; host-b renews its heartbeat
+        conn.execute(
+            sa.text(
+                "UPDATE chessboard.talent_import_pages SET heartbeat_at = now() - interval '60 seconds'"
+                " WHERE id IN (:a, :b)"
+            ),
+            {"a": dead.id, "b": live.id},
+        )
+        assert runs.heartbeat(conn, run["id"], "host-b:2", [live.id]) == "Running"
+    with engine.begin() as conn:
+        again = runs.claim_page(conn, run["id"], "Developers", 600, claimed_by="host-c:3", dead_seconds=45)
+        assert runs.claim_page(conn, run["id"], "Developers", 600, claimed_by="host-c:3", dead_seconds=45) is None
+    assert again.id == dead.id and again.claim_token != dead.claim_token
+    with engine.connect() as conn:
+        claimants = dict(
+            conn.execute(
+                sa.text("SELECT page_no, claimed_by FROM chessboard.talent_import_pages WHERE run_id = :r"),
+                {"r": run["id"]},
+            ).all()
+        )
+        assert not runs.hold_claimed_page(conn, dead)  # the dead claim cannot finish the page
+    assert claimants == {0: "host-c:3", 1: "host-b:2"}

@@ -127,9 +127,10 @@ LIMIT 1
 -- name: insert_page
 -- A planned page; a second walker of the same page (a resume racing a straggler) adds nothing.
 INSERT INTO chessboard.talent_import_pages
-    (run_id, stage, scope, page_no, cursor, next_cursor, is_last, status, items_planned, updated_at)
+    (run_id, stage, scope, page_no, cursor, next_cursor, is_last, status, items_planned, planned_by,
+     updated_at)
 VALUES (:run_id, :stage, :scope, :page_no, :cursor, :next_cursor, :is_last, 'Pending', :items_planned,
-        now())
+        :planned_by, now())
 ON CONFLICT (run_id, stage, scope, page_no) DO NOTHING
 RETURNING id
 

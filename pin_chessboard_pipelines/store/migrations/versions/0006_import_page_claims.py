@@ -21,6 +21,7 @@ def upgrade() -> None:
     # The pages of one run are claimed by several processes (docs/talent-initial-import.md#pages-and-leases):
     # who claimed a page last and when, the heartbeat of a page being worked on, when it became Done or Failed.
     op.add_column("talent_import_pages", sa.Column("claimed_by", sa.Text()), schema="chessboard")
+    op.add_column("talent_import_pages", sa.Column("planned_by", sa.Text()), schema="chessboard")
     op.add_column(
         "talent_import_pages", sa.Column("claimed_at", sa.DateTime(timezone=True)), schema="chessboard"
     )
@@ -57,5 +58,5 @@ def downgrade() -> None:
     op.drop_table("talent_import_dry_run_states", schema="chessboard")
     op.drop_column("talent_import_runs", "lock_held", schema="chessboard")
     op.drop_column("talent_import_runs", "heartbeat_at", schema="chessboard")
-    for column in ("finished_at", "heartbeat_at", "claimed_at", "claimed_by"):
+    for column in ("finished_at", "heartbeat_at", "claimed_at", "claimed_by", "planned_by"):
         op.drop_column("talent_import_pages", column, schema="chessboard")
