@@ -153,7 +153,8 @@ def _status(args: argparse.Namespace) -> int:
 def _status_line(status) -> str:
     next_due = "-" if status.next_due_at is None else status.next_due_at.isoformat(timespec="seconds")
     return (
-        f"recalc queue: {status.depth} row(s), {status.due} due, {status.poison} poison, "
+        f"recalc queue: {status.depth} row(s), {status.due} due, {status.held} held by an import, "
+        f"{status.poison} poison, "
         f"{status.requested} coalesced request(s), next due at {next_due}"
     )
 

@@ -53,6 +53,7 @@ class QueueStatus:
     poison: int  # rows kept for the runbook
     next_due_at: datetime | None
     requested: int  # Σ RequestedCount of the queued rows
+    held: int = 0  # rows held by a Running import run (not in `due`; due when the run ends)
 
     @property
     def pending(self) -> int:
@@ -64,6 +65,7 @@ class QueueStatus:
             "queueDepth": self.depth,
             "due": self.due,
             "poison": self.poison,
+            "held": self.held,
             "nextDueAt": None if self.next_due_at is None else self.next_due_at.isoformat(),
             "requestedEvents": self.requested,
         }
@@ -79,6 +81,7 @@ def queue_status(conn: Connection, poison_attempts: int) -> QueueStatus:
         poison=int(row["poison"]),
         next_due_at=row["next_due_at"],
         requested=int(row["requested"]),
+        held=int(row["held"]),
     )
 
 

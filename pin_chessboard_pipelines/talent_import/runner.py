@@ -20,7 +20,7 @@ from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
-from pin_chessboard_pipelines.recalc.enqueue import release_import_requests
+from pin_chessboard_pipelines.recalc.enqueue import release_ended_import_requests, release_import_requests
 from pin_chessboard_pipelines.replica.apply import DryRunState, apply_snapshots
 from pin_chessboard_pipelines.retry import Retrier
 from pin_chessboard_pipelines.store.engine import get_engine
@@ -143,6 +143,10 @@ class ImportSession:
                 after_lock()
             with self.engine.begin() as conn:
                 self.run, self.resumed = runs.start_or_resume_run(conn, self.request, self.dagster_run_id)
+                # a run abandoned or marked failed before this one: its held requests become due
+                release_ended_import_requests(
+                    conn, debounce_seconds=self.options.debounce_seconds, cap_seconds=self.options.cap_seconds
+                )
                 self.handbook = load_handbook(conn)
         except BaseException:
             self.lock.release()
@@ -194,7 +198,12 @@ class ImportSession:
         def finish_run() -> runs.Row:
             with self.engine.begin() as conn:
                 # the run's held recalc requests become due: one per touched project, after the run
-                release_import_requests(conn, self.run_id, debounce_seconds=self.options.debounce_seconds)
+                release_import_requests(
+                    conn,
+                    self.run_id,
+                    debounce_seconds=self.options.debounce_seconds,
+                    cap_seconds=self.options.cap_seconds,
+                )
                 return runs.finish_run(conn, self.run_id, status, error)
 
         # the run row must say how it ended: a database that restarts meanwhile is waited for

@@ -12,11 +12,13 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection, RowMapping
 
+from pin_chessboard_pipelines.entities import DEVELOPER, pin_id
 from pin_chessboard_pipelines.replica.apply import ApplyResult
 from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.talent_import.request import (
     PageStatus,
     RunStatus,
+    Scope,
     TalentInitialImportRequest,
 )
 from pin_chessboard_pipelines.talent_import.result import (
@@ -232,9 +234,16 @@ def complete_page(conn: Connection, page: ClaimedPage, planned: int, result: App
             "applied": result.applied,
             "skipped": result.skipped,
             "failed": result.failed,
-            "tenant_counters": json.dumps(result.by_tenant),
+            # an orphan counts in the partition of the developer the listing was filtered by
+            "tenant_counters": json.dumps(result.listed_under(_listed_developer(page.scope))),
         },
     )
+
+
+def _listed_developer(scope_key: str) -> str | None:
+    """The developer PIN id a page's listing was filtered by (None: all developers or a project)."""
+    developer = Scope.from_key(scope_key).developer_id
+    return None if developer is None else str(pin_id(DEVELOPER.name, developer))
 
 
 def stage_tenant_counters(conn: Connection, run_id: uuid.UUID, stage: str) -> dict[str, StageCounters]:

@@ -128,7 +128,7 @@ def test_one_request_per_project_per_import_run_held_until_the_run_finishes(engi
         )
     assert drain(engine).recalculated == 0
     with engine.begin() as conn:
-        assert release_import_requests(conn, RUN_ID, debounce_seconds=0) == 1
+        assert release_import_requests(conn, RUN_ID, debounce_seconds=0, cap_seconds=300) == 1
     row = one(engine, "SELECT requested_count, import_run_id FROM chessboard.project_recalc_requests")
     assert (row["requested_count"], row["import_run_id"]) == (1, None)
     assert drain(engine).recalculated == 1

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import dagster as dg
 
 from pin_chessboard_pipelines.defs.talent_import.config import POOL
+from pin_chessboard_pipelines.recalc.enqueue import release_dagster_run_requests
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent_import.lock import LOCK
 
@@ -50,9 +51,12 @@ def import_runs_holding_pool(instance: dg.DagsterInstance, exclude: str | None =
     ]
 
 
-def fail_runs_of_gone_imports(instance: dg.DagsterInstance, database_url: str) -> list[str]:
+def fail_runs_of_gone_imports(
+    instance: dg.DagsterInstance, database_url: str, *, debounce_seconds: float, cap_seconds: float
+) -> list[str]:
     """Marks failed the started import runs whose process is gone (SIGKILL, a lost host): no
-    session holds the import lock, which a live import keeps for its whole run. Returns their ids."""
+    session holds the import lock, which a live import keeps for its whole run. Their held recalc
+    requests become due by the debounce and the cap (docs/store.md#held-requests). Returns their ids."""
     started = [run for run in import_runs_holding_pool(instance) if run.status in STARTED]
     if not started:
         return []
@@ -61,6 +65,10 @@ def fail_runs_of_gone_imports(instance: dg.DagsterInstance, database_url: str) -
             return []
     for run in started:
         instance.report_run_failed(run, "the import process is gone: no session holds the import lock")
+    with get_engine(database_url).begin() as conn:
+        release_dagster_run_requests(
+            conn, [run.run_id for run in started], debounce_seconds=debounce_seconds, cap_seconds=cap_seconds
+        )
     return [run.run_id for run in started]
 
 
