@@ -112,7 +112,11 @@ def test_a_move_to_another_project_recalculates_both(engine, make_ctx, entity, s
                 " (SELECT property_objects_count FROM chessboard.layouts WHERE id = :l) AS layout,"
                 " (SELECT layouts_count FROM chessboard.layout_groups WHERE id = :g) AS grp"
             ),
-            {"b": pid("building", tree.building), "l": pid("layout", tree.layout), "g": pid("layoutGroup", tree.group)},
+            {
+                "b": pid("building", tree.building),
+                "l": pid("layout", tree.layout),
+                "g": pid("layoutGroup", tree.group),
+            },
         ).one()
     if entity == "building":
         assert tuple(counters) == (3, 3, 1)  # the old project's layout still counts the carried objects
