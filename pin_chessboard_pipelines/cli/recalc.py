@@ -1,4 +1,5 @@
-"""`pin-chessboard recalc drain|request|reset-poison|audit` (docs/project-aggregates-recalc.md#runbook)."""
+"""`pin-chessboard recalc drain|request|reset-poison|status|audit|carry-objects`
+(docs/project-aggregates-recalc.md#runbook)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     audit.add_argument("--project-id", type=uuid_argument, help="PIN id of one project (default: all)")
     audit.set_defaults(func=_audit)
 
+    carry = commands.add_parser(
+        "carry-objects",
+        help="property objects whose project is not their building's take it (published, both projects requested)",
+    )
+    carry.set_defaults(func=_carry_objects)
+
 
 def _store():
     from pin_chessboard_pipelines.runtime.services import database_url
@@ -94,6 +101,23 @@ def _reset_poison(args: argparse.Namespace) -> int:
         row = queue_row(conn, args.project_id)
     assert row is not None
     _print_json(_queue_json(row))
+    return EXIT_OK
+
+
+def _carry_objects(args: argparse.Namespace) -> int:
+    import uuid
+
+    from pin_chessboard_pipelines.replica.repair import carry_left_behind_objects
+
+    settings, engine = _store()
+    with engine.begin() as conn:
+        carried = carry_left_behind_objects(
+            conn,
+            correlation_id=f"carry-objects-{uuid.uuid4()}",
+            debounce_seconds=settings.recalc_debounce_seconds,
+            cap_seconds=settings.recalc_cap_seconds,
+        )
+    _print_json({"carriedObjects": carried.objects, "requestedProjects": carried.projects})
     return EXIT_OK
 
 
