@@ -13,7 +13,11 @@ dataset and are applied first (not timed). Then each page is one transaction, ti
 
 1. create: every object is new;
 2. re-apply: the same pages again, every object skipped by the version guard;
-3. update: version + 1 and a new price on every object (upserted + price-changed events).
+3. update: version + 1 and a new price on every object (upserted + price-changed events);
+4. building move: a building of --move-objects (default 1000) objects moved between two projects,
+   back and forth: the building snapshot's transaction (upsert, the one statement that carries its
+   objects, one property-object-upserted per object, both projects' recalc requests), and that
+   carrying statement alone (store/sql/replica.sql `carry_building_objects`, rolled back).
 
 Reference: the rows the create pass stored, COPYed page by page into an empty copy of
 property_objects (same indexes, no events, no checks); ratio = apply time / COPY time.
@@ -35,12 +39,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import text  # noqa: E402
 
-from pin_chessboard_pipelines.entities import ENTITIES  # noqa: E402
+from pin_chessboard_pipelines.entities import ENTITIES, pin_id  # noqa: E402
 from pin_chessboard_pipelines.replica.apply import ApplyContext, apply_snapshots  # noqa: E402
 from pin_chessboard_pipelines.runtime.embedded import ensure_database  # noqa: E402
+from pin_chessboard_pipelines.store.cursor import Cursor, array_literal  # noqa: E402
 from pin_chessboard_pipelines.store.engine import get_engine, with_database  # noqa: E402
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook  # noqa: E402
 from pin_chessboard_pipelines.store.migrate import upgrade  # noqa: E402
+from pin_chessboard_pipelines.store.queries import cursor_queries  # noqa: E402
 from pin_chessboard_pipelines.talent.simulator import dataset  # noqa: E402
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec  # noqa: E402
 from pin_chessboard_pipelines.talent.snapshots import parse_snapshot  # noqa: E402
@@ -119,6 +125,75 @@ def _copy_pages(engine, page_size: int) -> list[float]:
     return seconds
 
 
+def _building_move(engine, ctx: ApplyContext, spec: DatasetSpec, objects: int, moves: int) -> None:
+    projects = [p["id"] for p in list(dataset.iter_items(spec, "projects"))[:2]]
+    building = {
+        "id": str(uuid.uuid4()),
+        "projectId": projects[0],
+        "version": 1,
+        "name": "Move",
+        "floorsCount": 25,
+    }
+    items = [
+        {
+            "id": str(uuid.uuid4()),
+            "buildingId": building["id"],
+            "version": 1,
+            "number": f"m{i}",
+            "floor": i % 25,
+            "status": "Free",
+            "price": "1000000.00",
+            "totalArea": "50.5",
+        }
+        for i in range(objects)
+    ]
+    with engine.begin() as conn:
+        apply_snapshots(conn, "building", [building], ctx)
+        apply_snapshots(conn, "propertyObject", items, ctx)
+    seconds, events = [], 0
+    for k in range(moves):
+        building = {**building, "version": building["version"] + 1, "projectId": projects[(k + 1) % 2]}
+        started = time.perf_counter()
+        with engine.begin() as conn:
+            result = apply_snapshots(conn, "building", [building], ctx)
+        seconds.append(time.perf_counter() - started)
+        events += result.events
+    print(
+        f"{'move':<10} {objects:>8} objects  building transaction p50 {statistics.median(seconds) * 1000:6.1f} ms"
+        f"  max {max(seconds) * 1000:6.1f} ms  ({events // moves} outbox rows per move)"
+    )
+    building_pin = str(pin_id("building", building["id"]))
+    statement = cursor_queries("replica")["carry_building_objects"]
+    alone = []
+    for k in range(moves):
+        project, tenant = (
+            str(pin_id("project", projects[k % 2])),
+            str(pin_id("developer", spec_developer(spec))),
+        )
+        with engine.connect() as conn:
+            with Cursor(conn) as cur:
+                started = time.perf_counter()
+                cur.execute(
+                    statement,
+                    {
+                        "building_ids": array_literal([building_pin]),
+                        "project_ids": array_literal([project]),
+                        "tenant_ids": array_literal([tenant]),
+                    },
+                )
+                carried = len(cur.fetchall())
+                alone.append(time.perf_counter() - started)
+            conn.rollback()
+    print(
+        f"{'carry':<10} {objects:>8} objects  one statement p50 {statistics.median(alone) * 1000:6.1f} ms"
+        f"  max {max(alone) * 1000:6.1f} ms  ({carried} rows carried, rolled back)"
+    )
+
+
+def spec_developer(spec: DatasetSpec) -> str:
+    return next(iter(dataset.iter_items(spec, "developers")))["id"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -128,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--projects", type=int, default=10, help="projects the objects spread over (default 10)"
     )
+    parser.add_argument(
+        "--move-objects", type=int, default=1000, help="objects of the moved building (default 1000)"
+    )
+    parser.add_argument("--moves", type=int, default=10, help="building moves timed (default 10)")
     args = parser.parse_args(argv)
     total = args.pages * args.objects
     spec = DatasetSpec(
@@ -183,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     updated, totals = _apply_pages(engine, ctx, updated_pages)
     _report("update", total, updated)
     print(f"{'':<10} applied {totals['applied']}, outbox rows {totals['events']}")
+
+    _building_move(engine, ctx, spec, args.move_objects, args.moves)
 
     copied = _copy_pages(engine, args.objects)
     _report("raw COPY", total, copied)

@@ -139,7 +139,12 @@ def run_import_command(
     # lock, within one CHESSBOARD_IMPORT_LOCK_TIMEOUT_SECONDS (docs/talent-initial-import.md#advisory-lock).
     started = time.monotonic()
     ensure_import_pool(instance)
-    fail_runs_of_gone_imports(instance, database_url(settings))  # a killed import's run is not running
+    fail_runs_of_gone_imports(  # a killed import's run is not running; its held requests are released
+        instance,
+        database_url(settings),
+        debounce_seconds=settings.recalc_debounce_seconds,
+        cap_seconds=settings.recalc_cap_seconds,
+    )
     holding = wait_for_import_pool(instance, settings.import_lock_timeout_seconds)
     if holding:
         raise Refused(

@@ -1,4 +1,5 @@
-"""`pin-chessboard recalc drain|request|reset-poison|audit` (docs/project-aggregates-recalc.md#runbook)."""
+"""`pin-chessboard recalc drain|request|reset-poison|status|audit|carry-objects`
+(docs/project-aggregates-recalc.md#runbook)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     audit = commands.add_parser("audit", help="list aggregate divergences; exit 1 if any")
     audit.add_argument("--project-id", type=uuid_argument, help="PIN id of one project (default: all)")
     audit.set_defaults(func=_audit)
+
+    carry = commands.add_parser(
+        "carry-objects",
+        help="property objects whose project is not their building's take it (published, both projects requested)",
+    )
+    carry.set_defaults(func=_carry_objects)
 
 
 def _store():
@@ -96,6 +103,23 @@ def _reset_poison(args: argparse.Namespace) -> int:
         row = queue_row(conn, args.project_id)
     assert row is not None
     _print_json(_queue_json(row))
+    return EXIT_OK
+
+
+def _carry_objects(args: argparse.Namespace) -> int:
+    import uuid
+
+    from pin_chessboard_pipelines.replica.repair import carry_left_behind_objects
+
+    settings, engine = _store()
+    with engine.begin() as conn:
+        carried = carry_left_behind_objects(
+            conn,
+            correlation_id=f"carry-objects-{uuid.uuid4()}",
+            debounce_seconds=settings.recalc_debounce_seconds,
+            cap_seconds=settings.recalc_cap_seconds,
+        )
+    _print_json({"carriedObjects": carried.objects, "requestedProjects": carried.projects})
     return EXIT_OK
 
 
@@ -155,7 +179,8 @@ def _status(args: argparse.Namespace) -> int:
 def _status_line(status) -> str:
     next_due = "-" if status.next_due_at is None else status.next_due_at.isoformat(timespec="seconds")
     return (
-        f"recalc queue: {status.depth} row(s), {status.due} due, {status.poison} poison, "
+        f"recalc queue: {status.depth} row(s), {status.due} due, {status.held} held by an import, "
+        f"{status.poison} poison, "
         f"{status.requested} coalesced request(s), next due at {next_due}"
     )
 

@@ -67,6 +67,12 @@ STORE_GAUGES: tuple[StoreGauge, ...] = (
         "due_backlog",
     ),
     StoreGauge(
+        "chessboard_recalc_held_rows",
+        "Recalc rows held by a Running import run (not in the due backlog until the run ends)",
+        "recalc",
+        "held_count",
+    ),
+    StoreGauge(
         "chessboard_recalc_poison_rows",
         "Recalc rows with attempt_count >= the poison threshold",
         "recalc",

@@ -72,15 +72,40 @@ def enqueue_recalc(
     return len(ids)
 
 
-def release_import_requests(conn: Connection, run_id: UUID, *, debounce_seconds: float) -> int:
-    """The requests an import run held become due after the debounce (the run has finished)."""
+def release_import_requests(
+    conn: Connection, run_id: UUID, *, debounce_seconds: float, cap_seconds: float
+) -> int:
+    """The requests an import run held become due by the debounce and the cap (counted from their
+    first request); returns how many. Every end of a run calls it in the transaction that ends the
+    run: Completed, Failed, Cancelled, abandoned, and marked failed because its process is gone
+    (docs/store.md#held-requests)."""
     return conn.execute(
         queries("recalc_queue")["release_import_requests"],
-        {"run_id": str(run_id), "debounce": float(debounce_seconds)},
+        {"run_id": str(run_id), "debounce": float(debounce_seconds), "cap": float(cap_seconds)},
     ).rowcount
 
 
-# -- the drain ---------------------------------------------------------------------------------
+def release_dagster_run_requests(
+    conn: Connection, dagster_run_ids: Iterable[str], *, debounce_seconds: float, cap_seconds: float
+) -> int:
+    """Releases the requests held by the import runs of these Dagster runs (marked failed because
+    their process is gone); returns how many."""
+    ids = sorted(set(dagster_run_ids))
+    if not ids:
+        return 0
+    return conn.execute(
+        queries("recalc_queue")["release_dagster_run_requests"],
+        {"dagster_run_ids": ids, "debounce": float(debounce_seconds), "cap": float(cap_seconds)},
+    ).rowcount
+
+
+def release_ended_import_requests(conn: Connection, *, debounce_seconds: float, cap_seconds: float) -> int:
+    """Releases the requests of every run that is no longer Running, whoever ended it; returns how
+    many. The safety net for an end path that marked a run ended without releasing it."""
+    return conn.execute(
+        queries("recalc_queue")["release_ended_import_requests"],
+        {"debounce": float(debounce_seconds), "cap": float(cap_seconds)},
+    ).rowcount
 
 
 def select_due_batch(
@@ -198,6 +223,7 @@ class QueueStatus:
     poison: int  # rows kept for the runbook
     next_due_at: datetime | None
     requested: int  # Σ RequestedCount of the queued rows
+    held: int = 0  # rows held by a Running import run (not in `due`; due when the run ends)
 
     @property
     def pending(self) -> int:
@@ -209,6 +235,7 @@ class QueueStatus:
             "queueDepth": self.depth,
             "due": self.due,
             "poison": self.poison,
+            "held": self.held,
             "nextDueAt": None if self.next_due_at is None else self.next_due_at.isoformat(),
             "requestedEvents": self.requested,
         }
@@ -224,6 +251,7 @@ def queue_status(conn: Connection, poison_attempts: int) -> QueueStatus:
         poison=int(row["poison"]),
         next_due_at=row["next_due_at"],
         requested=int(row["requested"]),
+        held=int(row["held"]),
     )
 
 

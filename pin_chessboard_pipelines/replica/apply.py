@@ -118,6 +118,9 @@ def apply_tombstones(
         with view.session():
             alive = [r for r in view.existing_rows(batch.spec, ids).values() if r["deleted_at"] is None]
             projects = {p: t for row in alive for p, t in rules.touched_projects(entity, row, None)}
+            spec_entity = batch.spec.entity
+            linked = {i for row in alive for i in rules.linked_parent_ids(spec_entity, row, None)}
+            projects.update(_linked_projects(view, spec_entity, linked).values())
             view.request_recalcs(batch, projects)
             view.delete(batch, ids)
     batch.result.skipped = batch.result.planned - batch.result.applied - batch.result.failed
@@ -154,6 +157,7 @@ def _projects_to_change(view: ReplicaView, batch: Batch, items: list[Item]) -> d
     parents = _parent_rows(view, entity.parent, entity.parent_column, items)
     extra_parents = _parent_rows(view, entity.extra_parent, entity.extra_parent_column, items)
     projects: dict[str, str] = {}
+    linked: set[str] = set()
     for item in items:
         values = dict(item.values)
         if rules.check_parents(entity, values, item.record, parents, extra_parents) is not None:
@@ -162,7 +166,16 @@ def _projects_to_change(view: ReplicaView, batch: Batch, items: list[Item]) -> d
         if rules.is_stale(old, item.record.version) or rules.owner_changed(entity.name, values, old):
             continue
         projects.update(rules.touched_projects(entity.name, values, old))
+        linked |= rules.linked_parent_ids(entity, values, old)
+    batch.linked = _linked_projects(view, entity, linked)
+    projects.update(batch.linked.values())
     return projects
+
+
+def _linked_projects(view: ReplicaView, entity: entities.Entity, ids: set[str]) -> dict[str, tuple[str, str]]:
+    if entity.extra_parent is None or not ids:
+        return {}
+    return view.linked_projects(entities.BY_NAME[entity.extra_parent], ids)
 
 
 def _apply_round(view: ReplicaView, batch: Batch, items: list[Item]) -> None:

@@ -57,6 +57,8 @@ class Batch:
     events: list[Event] = field(default_factory=list)
     touched: dict[str, str] = field(default_factory=dict)  # project PIN id -> tenant id
     requested: set[str] = field(default_factory=set)  # projects whose recalc was requested up front
+    # linked parent PIN id (an object's layout, a layout's group) -> (project, tenant), read up front
+    linked: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def reject(
         self,

@@ -58,6 +58,31 @@ def publishes_change(
     return bool(changed_columns(stored, new, columns))
 
 
+def published_columns(entity: str, upsert_columns: Iterable[str]) -> tuple[str, ...]:
+    """The columns the upsert compares to decide a version bump (store/sql/replica.sql): the mapped
+    ones, and an object's status_source (a Talent status over a PIN hold is a change)."""
+    columns = mapped_columns(upsert_columns)
+    return (*columns, "status_source") if entity == "propertyObject" else columns
+
+
+def digest(row: Mapping[str, Any], columns: Iterable[str]) -> int:
+    """One number for the values of `columns`, equal for rows that `same_value` finds equal: a
+    DryRun keeps it instead of the values (docs/talent-initial-import.md#dryrun)."""
+    return hash(tuple(_canonical(row.get(c)) for c in columns))
+
+
+def _canonical(value: Any) -> object:
+    if value is None or isinstance(value, bool):
+        return value
+    if _numeric(value):
+        return str(_decimal(value).normalize())
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.timestamp() if value.tzinfo is not None else value.isoformat()
+    return value
+
+
 def _numeric(value: Any) -> bool:
     return isinstance(value, int | float | Decimal)
 

@@ -56,6 +56,7 @@ REPLICA: dict[str, ReplicaEntity] = {
         ReplicaEntity(
             entities.LAYOUT,
             (*COMMON, "tenant_id", "project_id", "layout_group_id", "name", "rooms", "total_area"),
+            ("project_id", "tenant_id", "layout_group_id"),
         ),
         ReplicaEntity(
             entities.PROPERTY_OBJECT,
@@ -72,7 +73,16 @@ REPLICA: dict[str, ReplicaEntity] = {
                 "price",
                 "total_area",
             ),
-            ("project_id", "tenant_id", "building_id", "number", "status", "status_source", "price"),
+            (
+                "project_id",
+                "tenant_id",
+                "building_id",
+                "layout_id",
+                "number",
+                "status",
+                "status_source",
+                "price",
+            ),
         ),
     )
 }

@@ -26,6 +26,7 @@ class Seen(NamedTuple):
     number: str | None
     status: str | None
     status_source: str | None
+    mapped: int | None = None  # replica/changes.py digest of the published columns
 
 
 @dataclass
@@ -91,6 +92,19 @@ class ApplyResult:
     # tenant (the developer's PIN id; "" = not known, e.g. an item that did not parse) ->
     # [applied, skipped, failed]: the import's per-developer figures (docs/talent-initial-import.md#result)
     by_tenant: dict[str, list[int]] = field(default_factory=dict)
+
+    def listed_under(self, tenant: str | None) -> dict[str, list[int]]:
+        """`by_tenant` with the items of no known developer (an orphan: its building is not in the
+        replica) counted under `tenant`, the developer the source listing was filtered by; None
+        (an unfiltered or project listing) leaves them unattributed ("")."""
+        counts = {key: list(value) for key, value in self.by_tenant.items()}
+        unknown = counts.pop("", None)
+        if unknown is None or tenant is None:
+            return self.by_tenant
+        own = counts.setdefault(tenant, [0, 0, 0])
+        for outcome, n in enumerate(unknown):
+            own[outcome] += n
+        return counts
 
     def count(self, tenant: object, outcome: int) -> None:
         """One item of `tenant` (None = unknown) was applied (0), skipped (1) or failed (2)."""

@@ -15,7 +15,7 @@ from uuid import UUID
 
 from sqlalchemy.engine import Connection
 
-from pin_chessboard_pipelines.entities import Entity
+from pin_chessboard_pipelines.entities import BY_NAME, PROPERTY_OBJECT, Entity
 from pin_chessboard_pipelines.events.outbox import write_outbox_batch
 from pin_chessboard_pipelines.events.payloads import UPSERTED_PAYLOADS
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason
@@ -43,8 +43,12 @@ class DatabaseView:
             cur.execute(query, params)
             return cur.fetch_rows()
 
-    def existing_rows(self, spec: ReplicaEntity, talent_ids: list[str]) -> dict[str, dict[str, Any]]:
-        columns = ", ".join(f'"{c}"' for c in (*EXISTING, *spec.existing_columns))
+    def existing_rows(
+        self, spec: ReplicaEntity, talent_ids: list[str], also: tuple[str, ...] = ()
+    ) -> dict[str, dict[str, Any]]:
+        """Talent id -> current row: EXISTING, the entity's existing columns and `also`."""
+        wanted = dict.fromkeys((*EXISTING, *spec.existing_columns, *also))
+        columns = ", ".join(f'"{c}"' for c in wanted)
         query = cursor_queries("replica")["existing_rows"].format(table=spec.entity.table, columns=columns)
         return {row["external_talent_id"]: row for row in self._rows(query, {"ids": talent_ids})}
 
@@ -54,6 +58,11 @@ class DatabaseView:
             return {}
         query = cursor_queries("replica")["parent_rows"].format(table=parent.table)
         return {row["id"]: row for row in self._rows(query, {"ids": ids})}
+
+    def linked_projects(self, parent: Entity, ids: set[str]) -> dict[str, tuple[str, str]]:
+        query = cursor_queries("replica")["rows_by_id"].format(table=parent.table)
+        rows = self._rows(query, {"ids": sorted(ids)})
+        return {row["id"]: (row["project_id"], row["tenant_id"]) for row in rows}
 
     def live_number_holders(self, keys: list[NumberKey]) -> dict[NumberKey, str | None]:
         with Cursor(self.conn) as cur:
@@ -79,6 +88,8 @@ class DatabaseView:
             spec.entity.upserted_event,
             batch.ctx.handbook,
         )
+        moved: list[tuple[str, str, str]] = []
+        linked: set[str] = set()
         for item in decided:
             row = returned.get(item.talent_id)
             if row is None:  # a concurrent writer applied a newer version in between
@@ -90,12 +101,44 @@ class DatabaseView:
                 # mapped fields equal: replica_version / last_synced_at moved, nothing to publish
                 # and nothing to recalculate (docs/store.md#replica-tables)
                 continue
+            old = None if inserted else item.old
             key = str(row["id"])
             batch.events.append(Event(event_type, key, payload(row, handbook)))
             if name == "propertyObject":
-                for change_type, change in rules.object_change_events(row, None if inserted else item.old):
+                for change_type, change in rules.object_change_events(row, old):
                     batch.events.append(Event(change_type, key, change))
-            batch.touch_all(rules.touched_projects(name, row, None if inserted else item.old))
+            batch.touch_all(rules.touched_projects(name, row, old))
+            linked |= rules.linked_parent_ids(spec.entity, row, old)
+            if name == "building" and (move := rules.moved_building(row, old)) is not None:
+                moved.append(move)
+        self._touch_linked(batch, linked)
+        if moved:
+            self._carry_building_objects(batch, moved)
+
+    def _touch_linked(self, batch: Batch, linked: set[str]) -> None:
+        """The projects of the layouts / groups a change linked or unlinked (read up front, but a
+        later round of the batch may name others)."""
+        missing = linked - batch.linked.keys()
+        extra = batch.spec.entity.extra_parent
+        if missing and extra is not None:
+            batch.linked.update(self.linked_projects(BY_NAME[extra], missing))
+        batch.touch_all([batch.linked[i] for i in sorted(linked) if i in batch.linked])
+
+    def _carry_building_objects(self, batch: Batch, moved: list[tuple[str, str, str]]) -> None:
+        """A moved building's property objects take its project and tenant, one statement for the
+        batch; each carried object is published (docs/store.md#moves)."""
+        rows = self._rows(
+            cursor_queries("replica")["carry_building_objects"],
+            {
+                "building_ids": array_literal([m[0] for m in moved]),
+                "project_ids": array_literal([m[1] for m in moved]),
+                "tenant_ids": array_literal([m[2] for m in moved]),
+            },
+        )
+        payload = UPSERTED_PAYLOADS[PROPERTY_OBJECT.name]
+        event_type = PROPERTY_OBJECT.upserted_event
+        for row in sorted(rows, key=lambda r: (str(r["building_id"]), str(r["number"]), str(r["id"]))):
+            batch.events.append(Event(event_type, str(row["id"]), payload(row, batch.ctx.handbook)))
 
     def delete(self, batch: Batch, talent_ids: list[str]) -> None:
         spec, name = batch.spec, batch.spec.name

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from pin_chessboard_pipelines.entities import Entity
-from pin_chessboard_pipelines.replica import rules
+from pin_chessboard_pipelines.replica import changes, rules
 from pin_chessboard_pipelines.replica.batch import Batch, Item
 from pin_chessboard_pipelines.replica.columns import ReplicaEntity
 from pin_chessboard_pipelines.replica.context import DryRunState, Seen
@@ -29,7 +29,8 @@ class DryRunView:
         return self.state.lock
 
     def existing_rows(self, spec: ReplicaEntity, talent_ids: list[str]) -> dict[str, dict[str, Any]]:
-        rows = self.replica.existing_rows(spec, talent_ids)
+        # the published columns too: a newer version with equal ones bumps nothing (as the upsert)
+        rows = self.replica.existing_rows(spec, talent_ids, _published(spec))
         seen = self.state.seen.get(spec.name, {})
         for talent_id in talent_ids if seen else ():
             mine = seen.get(talent_id)
@@ -50,6 +51,9 @@ class DryRunView:
                     rows[row["id"]] = row
         return rows
 
+    def linked_projects(self, parent: Entity, ids: set[str]) -> dict[str, tuple[str, str]]:
+        return self.replica.linked_projects(parent, ids)
+
     def live_number_holders(self, keys: list[NumberKey]) -> dict[NumberKey, str | None]:
         taken = self.replica.live_number_holders(keys)
         numbers = self.state.numbers
@@ -61,11 +65,18 @@ class DryRunView:
 
     def store(self, batch: Batch, decided: list[Item]) -> None:
         name = batch.spec.name
+        columns = _published(batch.spec)
         for item in decided:
             old = item.old
             stored = rules.dry_run_row(name, item.values, old)
-            self._remember(name, item.talent_id, stored, old)
+            stored["mapped"] = changes.digest(stored, columns)
             batch.applied(item.record, created=old is None, tenant=item.tenant)
+            if old is not None and _mapped(old, columns) == stored["mapped"]:
+                # mapped fields equal: the real upsert moves replica_version only (no bump, no recalc)
+                stored["version"] = old["version"]
+                self._remember(name, item.talent_id, stored, old)
+                continue
+            self._remember(name, item.talent_id, stored, old)
             batch.touch_all(rules.touched_projects(name, stored, old))
 
     def delete(self, batch: Batch, talent_ids: list[str]) -> None:
@@ -77,6 +88,7 @@ class DryRunView:
             if row is None or row["deleted_at"] is not None:
                 continue
             stored = {**row, "deleted_at": now, "version": row["version"] + 1}
+            stored["mapped"] = None  # unknown after a delete: the next snapshot counts as a change
             self._remember(name, talent_id, stored, row)
             batch.touch(rules.touched_project(name, stored))
             batch.result.applied += 1
@@ -100,12 +112,25 @@ class DryRunView:
             stored.get("number"),
             stored.get("status"),
             stored.get("status_source"),
+            stored.get("mapped"),
         )
         released = rules.released_number(entity, stored, old)
         if released is not None:
             key, own = released
             if self.state.numbers.get(key, own) == own:
                 self.state.numbers[key] = None
+
+
+def _published(spec: ReplicaEntity) -> tuple[str, ...]:
+    return changes.published_columns(spec.name, spec.upsert_columns)
+
+
+def _mapped(row: dict[str, Any], columns: tuple[str, ...]) -> int | None:
+    """The digest of a row's published columns: kept for rows this DryRun 'stored', computed for
+    rows read from the replica."""
+    if "mapped" in row:
+        return row["mapped"]
+    return changes.digest(row, columns)
 
 
 def _seen_row(entity: str, talent_id: str, seen: Seen) -> dict[str, Any]:

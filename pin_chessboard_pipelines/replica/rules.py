@@ -201,6 +201,27 @@ def touched_projects(entity: str, row: Row, old: Row | None) -> list[tuple[str, 
     return touched
 
 
+def linked_parent_ids(entity: Entity, values: Row, old: Row | None) -> set[str]:
+    """The optional parents (layout of an object, layout group of a layout) whose counters a change
+    moves: the old one and the new one. They may sit in another project than the row (a moved
+    layout, group or building), so their projects are recalculated too (docs/store.md#moves)."""
+    column = entity.extra_parent_column
+    if column is None:
+        return set()
+    ids = {values.get(column), None if old is None else old.get(column)}
+    return {str(i) for i in ids if i is not None}
+
+
+def moved_building(row: Row, old: Row | None) -> tuple[str, str, str] | None:
+    """(building, new project, new tenant) when a building change moves it to another project: its
+    property objects follow (docs/store.md#moves)."""
+    if old is None:
+        return None
+    if (str(old["project_id"]), str(old["tenant_id"])) == (str(row["project_id"]), str(row["tenant_id"])):
+        return None
+    return str(row["id"]), str(row["project_id"]), str(row["tenant_id"])
+
+
 def dry_run_row(entity: str, values: Row, old: Row | None) -> dict[str, Any]:
     """What the upsert would store: the snapshot's values over the current row, version + 1."""
     stored = {**(old or {}), **values, "version": 1 if old is None else old["version"] + 1}

@@ -26,6 +26,10 @@ class ReplicaView(Protocol):
         """Parent PIN id -> parent row, for the parents (named by `column`) that exist."""
         ...
 
+    def linked_projects(self, parent: Entity, ids: set[str]) -> dict[str, tuple[str, str]]:
+        """Parent PIN id -> (project, tenant) of the linked parents (rules.linked_parent_ids)."""
+        ...
+
     def live_number_holders(self, keys: list[NumberKey]) -> dict[NumberKey, str | None]:
         """(building PIN id, number) -> Talent id of the live object holding it."""
         ...

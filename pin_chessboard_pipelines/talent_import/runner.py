@@ -21,7 +21,7 @@ from pin_chessboard_pipelines.errors import IMPORT_LOCK_HELD, Refused, error_lin
 from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
-from pin_chessboard_pipelines.recalc.enqueue import release_import_requests
+from pin_chessboard_pipelines.recalc.queue import release_ended_import_requests, release_import_requests
 from pin_chessboard_pipelines.replica.apply import DryRunState, apply_snapshots
 from pin_chessboard_pipelines.retry import Retrier, Stopper
 from pin_chessboard_pipelines.store.engine import get_engine
@@ -191,8 +191,13 @@ class ImportSession:
                         self.dagster_run_id,
                         alive_seconds=options.alive_seconds,
                         debounce_seconds=options.debounce_seconds,
+                        cap_seconds=options.cap_seconds,
                     )
                     runs.mark_lock_held(conn, row["id"], keep_lock)
+                    # a run abandoned or marked failed before this one: its held requests become due
+                    release_ended_import_requests(
+                        conn, debounce_seconds=options.debounce_seconds, cap_seconds=options.cap_seconds
+                    )
                     return runs.get_run(conn, row["id"]) or row, resumed
             except runs.RunAlive as alive:
                 if time.monotonic() >= deadline or self.should_stop():
@@ -284,7 +289,12 @@ class ImportSession:
 
         def end_run() -> runs.Row | None:
             with self.engine.begin() as conn:
-                release_import_requests(conn, self.run_id, debounce_seconds=self.options.debounce_seconds)
+                release_import_requests(
+                    conn,
+                    self.run_id,
+                    debounce_seconds=self.options.debounce_seconds,
+                    cap_seconds=self.options.cap_seconds,
+                )
                 return runs.end_running_run(conn, self.run_id, status, error)
 
         row = Retrier(self.options.page_retry_seconds, fields=self.log_fields)("end the run", end_run)
@@ -305,7 +315,12 @@ class ImportSession:
         def finish_run() -> runs.Row:
             with self.engine.begin() as conn:
                 # the run's held recalc requests become due: one per touched project, after the run
-                release_import_requests(conn, self.run_id, debounce_seconds=self.options.debounce_seconds)
+                release_import_requests(
+                    conn,
+                    self.run_id,
+                    debounce_seconds=self.options.debounce_seconds,
+                    cap_seconds=self.options.cap_seconds,
+                )
                 return runs.finish_run(conn, self.run_id, status, error)
 
         # the run row must say how it ended: a database that restarts meanwhile is waited for

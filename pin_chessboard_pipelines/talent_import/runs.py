@@ -13,12 +13,14 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection, RowMapping
 
-from pin_chessboard_pipelines.recalc.enqueue import release_import_requests
+from pin_chessboard_pipelines.entities import DEVELOPER, pin_id
+from pin_chessboard_pipelines.recalc.queue import release_import_requests
 from pin_chessboard_pipelines.replica.apply import ApplyResult
 from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.talent_import.request import (
     PageStatus,
     RunStatus,
+    Scope,
     TalentInitialImportRequest,
 )
 from pin_chessboard_pipelines.talent_import.result import (
@@ -80,6 +82,7 @@ def start_or_resume_run(
     *,
     alive_seconds: float = 90.0,
     debounce_seconds: float = 30.0,
+    cap_seconds: float = 300.0,
 ) -> tuple[Row, bool]:
     """The run row of this import and whether it resumes an earlier attempt (docs/talent-initial-import.md#resume).
 
@@ -106,6 +109,7 @@ def start_or_resume_run(
                 run["id"],
                 f"abandoned: {gone}; import {request.correlation_id} started with another request",
                 debounce_seconds,
+                cap_seconds,
             )
     queries_of_earlier = ("latest_run_of_correlation", "latest_run")
     for name in queries_of_earlier if resumable is None else ():
@@ -159,9 +163,11 @@ def finish_run(conn: Connection, run_id: uuid.UUID, status: RunStatus, error: st
     )
 
 
-def end_gone_run(conn: Connection, run_id: uuid.UUID, error: str, debounce_seconds: float) -> Row | None:
+def end_gone_run(
+    conn: Connection, run_id: uuid.UUID, error: str, debounce_seconds: float, cap_seconds: float
+) -> Row | None:
     """A Running run whose processes are gone: Failed, its held recalc requests due (one per project)."""
-    release_import_requests(conn, run_id, debounce_seconds=debounce_seconds)
+    release_import_requests(conn, run_id, debounce_seconds=debounce_seconds, cap_seconds=cap_seconds)
     return end_running_run(conn, run_id, RunStatus.FAILED, error)
 
 
@@ -334,9 +340,16 @@ def complete_page(conn: Connection, page: ClaimedPage, planned: int, result: App
             "applied": result.applied,
             "skipped": result.skipped,
             "failed": result.failed,
-            "tenant_counters": json.dumps(result.by_tenant),
+            # an orphan counts in the partition of the developer the listing was filtered by
+            "tenant_counters": json.dumps(result.listed_under(_listed_developer(page.scope))),
         },
     )
+
+
+def _listed_developer(scope_key: str) -> str | None:
+    """The developer PIN id a page's listing was filtered by (None: all developers or a project)."""
+    developer = Scope.from_key(scope_key).developer_id
+    return None if developer is None else str(pin_id(DEVELOPER.name, developer))
 
 
 def stage_tenant_counters(conn: Connection, run_id: uuid.UUID, stage: str) -> dict[str, StageCounters]:

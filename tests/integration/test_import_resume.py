@@ -243,7 +243,10 @@ def test_a_dead_claimants_page_is_claimed_again_and_a_live_ones_is_kept(db_url, 
         assert runs.heartbeat(conn, run["id"], "host-b:2", [live.id]) == "Running"
     with engine.begin() as conn:
         again = runs.claim_page(conn, run["id"], "Developers", 600, claimed_by="host-c:3", dead_seconds=45)
-        assert runs.claim_page(conn, run["id"], "Developers", 600, claimed_by="host-c:3", dead_seconds=45) is None
+        assert (
+            runs.claim_page(conn, run["id"], "Developers", 600, claimed_by="host-c:3", dead_seconds=45)
+            is None
+        )
     assert again.id == dead.id and again.claim_token != dead.claim_token
     with engine.connect() as conn:
         claimants = dict(

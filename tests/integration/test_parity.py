@@ -117,7 +117,9 @@ def test_api_pull_topic_replay_and_streaming_sync_give_the_same_replica_and_even
             options=OPTIONS,
             apply=source.apply,
         )
-        assert api_pull2.status == topic_replay2.status == "Completed" and streaming2.stopped is StopReason.DONE
+        assert (
+            api_pull2.status == topic_replay2.status == "Completed" and streaming2.stopped is StopReason.DONE
+        )
         replicas2 = {name: replica_state(e) for name, e in stores.items()}
         events2 = {name: event_set(e) for name, e in stores.items()}
         effects2 = {name: side_effects(e) for name, e in stores.items()}

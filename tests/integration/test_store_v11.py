@@ -25,10 +25,11 @@ def make_ctx(engine):
     return context_factory(engine)
 
 
-def _second_project(tree: Tree) -> Tree:
+def _second_project(tree: Tree, same_developer: bool = True) -> Tree:
     other = Tree()
-    other.developer = tree.developer
-    other.project = {**other.project, "developerId": tree.developer["id"], "name": "ЖК Южный"}
+    if same_developer:
+        other.developer = tree.developer
+    other.project = {**other.project, "developerId": other.developer["id"], "name": "ЖК Южный"}
     other.building = {**other.building, "projectId": other.project["id"]}
     other.group = {**other.group, "projectId": other.project["id"]}
     other.layout = {**other.layout, "projectId": other.project["id"], "layoutGroupId": other.group["id"]}
@@ -44,13 +45,14 @@ def _drain_all(engine) -> None:
     assert result.failed == 0 and result.stopped is StopReason.DONE
 
 
+@pytest.mark.parametrize("same_developer", [True, False], ids=["same-developer", "other-developer"])
 @pytest.mark.parametrize("entity", ["propertyObject", "building", "layout", "layoutGroup"])
-def test_a_move_to_another_project_recalculates_both(engine, make_ctx, entity):
+def test_a_move_to_another_project_recalculates_both(engine, make_ctx, entity, same_developer):
     ctx = make_ctx(run_id=None)  # the streaming sync: requests are due after the debounce
     tree = Tree()
     tree.apply_parents(engine, ctx)
-    other = _second_project(tree)
-    other.apply_parents(engine, ctx, with_developer=False)
+    other = _second_project(tree, same_developer)
+    other.apply_parents(engine, ctx, with_developer=not same_developer)
     objects = [tree.obj(f"1-1-{i}", price=f"{1000 + i}.00") for i in range(3)]
     assert apply(engine, "propertyObject", objects, ctx).applied == 3
     _drain_all(engine)
@@ -87,13 +89,40 @@ def test_a_move_to_another_project_recalculates_both(engine, make_ctx, entity):
         r["project_id"] for r in rows(engine, "SELECT project_id FROM chessboard.project_recalc_requests")
     }
     assert requested == {pid("project", tree.project), pid("project", other.project)}
+    if entity == "building":  # its objects follow it: new project and tenant, published, version 2
+        carried = rows(
+            engine,
+            "SELECT id::text, project_id, tenant_id, version FROM chessboard.property_objects ORDER BY number",
+        )
+        assert {(r["project_id"], r["tenant_id"], r["version"]) for r in carried} == {
+            (pid("project", other.project), pid("developer", other.developer), 2)
+        }
+        events = outbox(engine, "property-object-upserted")[-3:]
+        assert sorted(e["message_key"] for e in events) == sorted(r["id"] for r in carried)
+        assert {(e["payload"]["projectId"], e["payload"]["version"]) for e in events} == {
+            (str(pid("project", other.project)), 2)
+        }
     _drain_all(engine)
-    # both projects carry the aggregates of their own rows (a moved building's or layout's objects
-    # keep the project Talent derives for them until Talent sends them again)
+    # both projects carry the aggregates of their own rows, and every building, layout and layout
+    # group the counters of the rows that point at it, wherever those rows' projects are
+    assert audit_projects(engine) == {}
     with engine.connect() as conn:
-        assert [d.line() for d in audit(conn) if d.entity == "project"] == []
-    if entity in ("propertyObject", "layoutGroup"):
-        assert audit_projects(engine) == {}
+        counters = conn.execute(
+            sa.text(
+                "SELECT (SELECT property_objects_total_count FROM chessboard.buildings WHERE id = :b) AS building,"
+                " (SELECT property_objects_count FROM chessboard.layouts WHERE id = :l) AS layout,"
+                " (SELECT layouts_count FROM chessboard.layout_groups WHERE id = :g) AS grp"
+            ),
+            {
+                "b": pid("building", tree.building),
+                "l": pid("layout", tree.layout),
+                "g": pid("layoutGroup", tree.group),
+            },
+        ).one()
+    if entity == "building":
+        assert tuple(counters) == (3, 3, 1)  # the old project's layout still counts the carried objects
+    if entity == "layoutGroup":
+        assert tuple(counters)[2] == 1  # the moved group counts its layout left in the old project
 
 
 def _lock_waiters(engine) -> int:
@@ -129,7 +158,7 @@ def test_one_request_per_project_per_import_run_held_until_the_run_finishes(engi
         )
     assert drain(engine).recalculated == 0
     with engine.begin() as conn:
-        assert release_import_requests(conn, RUN_ID, debounce_seconds=0) == 1
+        assert release_import_requests(conn, RUN_ID, debounce_seconds=0, cap_seconds=300) == 1
     row = one(engine, "SELECT requested_count, import_run_id FROM chessboard.project_recalc_requests")
     assert (row["requested_count"], row["import_run_id"]) == (1, None)
     assert drain(engine).recalculated == 1

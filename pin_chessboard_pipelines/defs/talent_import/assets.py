@@ -75,7 +75,8 @@ Materialization metadata (per developer partition):
 | key | meaning |
 |---|---|
 | developer_id | the Talent id of the partition's developer |
-| planned / applied / skipped / failed | this developer's items of the stage in the import run: read from the source / created or changed / no-op by the version guard / quarantined |
+| planned / applied / skipped / failed | this developer's items of the stage in the import run: read from the source / created or changed / no-op by the version guard / quarantined; an item whose parent is not in the replica (an orphan) counts under the developer whose listing it came from |
+| unattributed_planned / unattributed_applied / unattributed_skipped / unattributed_failed | items of the run no developer partition counts: orphans read by an unfiltered (all developers) or project listing, whose developer nothing tells |
 | import_planned / import_applied / import_skipped / import_failed | the same for the whole import run (every developer of it; items whose developer is unknown included) |
 | import_run_id / correlation_id / import_status | the talent_import_runs row (CorrelationId = the first Dagster run of the import) and its status |
 | scopes | the walks of the import: `all developers` or the filtered developer / project |
@@ -117,6 +118,13 @@ def _partition_metadata(session: ImportSession, stage: Entity, partition_keys: l
     """Partition key -> that developer's own counters of the stage (tenant = the developer's PIN id)."""
     with session.engine.connect() as conn:
         by_tenant = runs.stage_tenant_counters(conn, session.run_id, stage.stage)
+    unknown = by_tenant.get("", StageCounters())
+    unattributed = {
+        "unattributed_planned": dg.MetadataValue.int(unknown.planned),
+        "unattributed_applied": dg.MetadataValue.int(unknown.applied),
+        "unattributed_skipped": dg.MetadataValue.int(unknown.skipped),
+        "unattributed_failed": dg.MetadataValue.int(unknown.failed),
+    }
     metadata = {}
     for key in partition_keys:
         developer_id = developer_id_of(key)
@@ -127,6 +135,7 @@ def _partition_metadata(session: ImportSession, stage: Entity, partition_keys: l
             "applied": dg.MetadataValue.int(own.applied),
             "skipped": dg.MetadataValue.int(own.skipped),
             "failed": dg.MetadataValue.int(own.failed),
+            **unattributed,
         }
     return metadata
 

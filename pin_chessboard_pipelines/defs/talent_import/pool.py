@@ -12,6 +12,7 @@ from collections.abc import Callable
 import dagster as dg
 
 from pin_chessboard_pipelines.defs.talent_import.config import POOL
+from pin_chessboard_pipelines.recalc.queue import release_dagster_run_requests
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.lock import LOCK
@@ -55,12 +56,19 @@ def import_runs_holding_pool(instance: dg.DagsterInstance, exclude: str | None =
 
 
 def fail_runs_of_gone_imports(
-    instance: dg.DagsterInstance, database_url: str, alive_seconds: float = ALIVE_SECONDS
+    instance: dg.DagsterInstance,
+    database_url: str,
+    *,
+    debounce_seconds: float,
+    cap_seconds: float,
+    alive_seconds: float = ALIVE_SECONDS,
 ) -> list[str]:
     """Marks failed the started import runs whose processes are gone (SIGKILL, a lost host): none
     renewed their import run's heartbeat for `alive_seconds` (a run younger than that may not have
-    written its row yet). Run monitoring does the same for runs the daemon launched; this catches
-    the runs of a killed `pin-chessboard import`. Returns their ids."""
+    written its row yet), or their process held the import lock and nobody holds it now. Run
+    monitoring does the same for runs the daemon launched; this catches the runs of a killed
+    `pin-chessboard import`. Their held recalc requests become due by the debounce and the cap
+    (docs/store.md#held-requests). Returns their ids."""
     started = [run for run in import_runs_holding_pool(instance) if run.status in STARTED]
     if not started:
         return []
@@ -79,6 +87,10 @@ def fail_runs_of_gone_imports(
     for run in gone:
         instance.report_run_failed(
             run, f"the import's processes are gone: no heartbeat of its import run for {alive_seconds:g} s"
+        )
+    with get_engine(database_url).begin() as conn:
+        release_dagster_run_requests(
+            conn, [run.run_id for run in gone], debounce_seconds=debounce_seconds, cap_seconds=cap_seconds
         )
     return [run.run_id for run in gone]
 

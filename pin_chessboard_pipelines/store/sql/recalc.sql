@@ -39,6 +39,8 @@ FOR UPDATE OF r SKIP LOCKED
 -- One statement per project: recompute every aggregate of the project from property_objects and
 -- layouts, write only rows whose values differ, bump version/updated_at there, delete the queue
 -- row, and return the changed project/layout/layout-group rows (JSON text) for the outbox.
+-- Buildings, layouts and layout groups of the project count the rows that point at them, wherever
+-- those rows' projects are (a moved layout, layout group or building; docs/store.md#moves).
 -- Buildings: counters and updated_at only; their counters are outside the published building
 -- snapshot, and `version` counts published changes
 -- (docs/project-aggregates-recalc.md#republish-only-on-change).
@@ -50,7 +52,7 @@ WITH live AS (
 ),
 obj AS MATERIALIZED (
     -- active objects (deleted_at is null and status <> 'Hidden'); free = status 'Free'
-    SELECT o.building_id, o.layout_id, o.status = 'Free' AS free, o.price
+    SELECT o.status = 'Free' AS free, o.price
     FROM chessboard.property_objects o
     WHERE o.project_id = :project_id
       AND o.deleted_at IS NULL
@@ -80,11 +82,12 @@ project_changed AS (
 ),
 building_new AS (
     SELECT b.id,
-           count(o.building_id)::int AS total,
-           (count(*) FILTER (WHERE o.free))::int AS free
+           count(o.id)::int AS total,
+           (count(o.id) FILTER (WHERE o.status = 'Free'))::int AS free
     FROM chessboard.buildings b
     JOIN live ON b.project_id = live.id
-    LEFT JOIN obj o ON o.building_id = b.id
+    LEFT JOIN chessboard.property_objects o
+           ON o.building_id = b.id AND o.deleted_at IS NULL AND o.status <> 'Hidden'
     GROUP BY b.id
 ),
 building_changed AS (
@@ -98,10 +101,11 @@ building_changed AS (
     RETURNING t.id
 ),
 layout_new AS (
-    SELECT l.id, count(o.layout_id)::int AS objects
+    SELECT l.id, count(o.id)::int AS objects
     FROM chessboard.layouts l
     JOIN live ON l.project_id = live.id
-    LEFT JOIN obj o ON o.layout_id = l.id
+    LEFT JOIN chessboard.property_objects o
+           ON o.layout_id = l.id AND o.deleted_at IS NULL AND o.status <> 'Hidden'
     GROUP BY l.id
 ),
 layout_changed AS (
@@ -222,6 +226,13 @@ SELECT count(*) AS value FROM chessboard.project_recalc_requests AS r
 WHERE due_at <= now() AND attempt_count < :poison_attempts
   AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'))
 
+-- name: held_count
+-- Gauge chessboard_recalc_held_rows: rows held by a Running import run (outside due_backlog; they
+-- become due when the run ends, docs/store.md#held-requests).
+SELECT count(*) AS value FROM chessboard.project_recalc_requests AS r
+WHERE attempt_count < :poison_attempts AND r.import_run_id IS NOT NULL
+  AND EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running')
+
 -- name: poison_count
 -- Gauge chessboard_recalc_poison_rows: rows kept for the runbook (threshold from settings).
 SELECT count(*) AS value FROM chessboard.project_recalc_requests WHERE attempt_count >= :poison_attempts
@@ -320,6 +331,9 @@ SELECT count(*) AS depth,
        count(*) FILTER (WHERE due_at <= now() AND attempt_count < :poison_attempts
                         AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'))) AS due,
        count(*) FILTER (WHERE attempt_count >= :poison_attempts) AS poison,
+       -- held by a Running import run: waits for the run's end, due or not (not in `due`)
+       count(*) FILTER (WHERE attempt_count < :poison_attempts AND r.import_run_id IS NOT NULL
+                        AND EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running')) AS held,
        min(due_at) FILTER (WHERE attempt_count < :poison_attempts) AS next_due_at,
        coalesce(sum(requested_count), 0) AS requested
 FROM chessboard.project_recalc_requests AS r

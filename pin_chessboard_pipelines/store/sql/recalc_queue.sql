@@ -6,6 +6,9 @@
 -- :force (runbook "force recalc") sets due = now. One statement for many projects.
 -- :run_id (an import run's pages): the row is held for that run until it finishes, and counts
 -- once per run however many pages touch the project (docs/talent-initial-import.md#events-and-recalc-requests).
+-- Only the import's own requests are held: a request without :run_id (streaming sync, runbook,
+-- CRUD) on a held row unholds it, and an import's request on a row already queued by something
+-- else leaves it unheld, due by the debounce and the cap (docs/store.md#held-requests).
 INSERT INTO chessboard.project_recalc_requests AS r
     (project_id, tenant_id, due_at, first_requested_at, requested_count, last_reason,
      attempt_count, created_at, updated_at, import_run_id)
@@ -21,15 +24,40 @@ ON CONFLICT (project_id) DO UPDATE SET
     requested_count = r.requested_count
         + CASE WHEN CAST(:run_id AS uuid) IS NOT NULL
                     AND r.import_run_id IS NOT DISTINCT FROM CAST(:run_id AS uuid) THEN 0 ELSE 1 END,
-    import_run_id = coalesce(CAST(:run_id AS uuid), r.import_run_id),
+    import_run_id = CASE WHEN r.import_run_id IS NULL THEN NULL ELSE CAST(:run_id AS uuid) END,
     last_reason = EXCLUDED.last_reason,
     updated_at = now()
 
 -- name: release_import_requests
--- The end of an import run (Completed, Failed or Cancelled): its held requests become due after
--- the debounce, one per project.
+-- The end of an import run (Completed, Failed or Cancelled, also a run marked failed because its
+-- process is gone): its held requests become due by the debounce and the cap, counted from the
+-- first request, one per project.
 UPDATE chessboard.project_recalc_requests
 SET import_run_id = NULL,
-    due_at = now() + make_interval(secs => :debounce),
+    due_at = least(now() + make_interval(secs => :debounce),
+                   first_requested_at + make_interval(secs => :cap)),
     updated_at = now()
 WHERE import_run_id = CAST(:run_id AS uuid)
+
+-- name: release_dagster_run_requests
+-- The requests held by the import runs of these Dagster runs (marked failed: their process is
+-- gone), released as above whatever their run row still says.
+UPDATE chessboard.project_recalc_requests AS r
+SET import_run_id = NULL,
+    due_at = least(now() + make_interval(secs => :debounce),
+                   r.first_requested_at + make_interval(secs => :cap)),
+    updated_at = now()
+WHERE r.import_run_id IN (SELECT i.id FROM chessboard.talent_import_runs i
+                          WHERE i.dagster_run_id = ANY (CAST(:dagster_run_ids AS text[])))
+
+-- name: release_ended_import_requests
+-- Every request still held by a run that is no longer Running (whoever ended it): released as
+-- above. The drain calls it before it picks rows, so no end path can leave a request held.
+UPDATE chessboard.project_recalc_requests AS r
+SET import_run_id = NULL,
+    due_at = least(now() + make_interval(secs => :debounce),
+                   r.first_requested_at + make_interval(secs => :cap)),
+    updated_at = now()
+WHERE r.import_run_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i
+                  WHERE i.id = r.import_run_id AND i.status = 'Running')

@@ -46,6 +46,44 @@ SET deleted_at = now(), status = 'Archived', version = t.version + 1, updated_at
 WHERE t.external_talent_id = ANY(:ids::uuid[]) AND t.deleted_at IS NULL
 RETURNING t.*
 
+-- name: carry_building_objects
+-- A moved building carries its property objects (docs/store.md#moves): every object of the building,
+-- alive or deleted, takes the building's new project and tenant, version + 1, in the building's
+-- transaction. One statement for all the batch's moved buildings; the rows go out as
+-- property-object-upserted events.
+UPDATE chessboard.property_objects AS o
+SET project_id = m.project_id, tenant_id = m.tenant_id, version = o.version + 1, updated_at = now()
+FROM unnest(:building_ids::uuid[], :project_ids::uuid[], :tenant_ids::uuid[])
+     AS m(building_id, project_id, tenant_id)
+WHERE o.building_id = m.building_id
+  AND (o.project_id, o.tenant_id) IS DISTINCT FROM (m.project_id, m.tenant_id)
+RETURNING o.*
+
+-- name: left_behind_projects
+-- Runbook "carry left-behind objects": (old project, old tenant, building's project, its tenant) of
+-- the objects whose project is not their building's (building moves applied before moves carried
+-- objects, docs/store.md#moves).
+SELECT DISTINCT o.project_id AS old_project_id, o.tenant_id AS old_tenant_id,
+       b.project_id, b.tenant_id
+FROM chessboard.property_objects AS o
+JOIN chessboard.buildings AS b ON b.id = o.building_id
+WHERE (o.project_id, o.tenant_id) IS DISTINCT FROM (b.project_id, b.tenant_id)
+
+-- name: carry_left_behind_objects
+-- The same objects take their building's project and tenant, version + 1 (published by the caller).
+UPDATE chessboard.property_objects AS o
+SET project_id = b.project_id, tenant_id = b.tenant_id, version = o.version + 1, updated_at = now()
+FROM chessboard.buildings AS b
+WHERE b.id = o.building_id
+  AND (o.project_id, o.tenant_id) IS DISTINCT FROM (b.project_id, b.tenant_id)
+RETURNING o.*
+
+-- name: rows_by_id
+-- Rows of a table by PIN id: the projects of the layouts / layout groups a change links to.
+SELECT id, project_id, tenant_id
+FROM chessboard.{table}
+WHERE id = ANY(:ids::uuid[])
+
 -- name: insert_failed_items
 INSERT INTO chessboard.talent_import_failed_items
     (run_id, stage, external_id, error_code, error_message, payload)

@@ -1,0 +1,142 @@
+"""SIGKILL of `pin-chessboard import` in the middle of its PropertyObjects stage: the recalc
+requests the run held stay held while its row says Running; once the run is marked failed because
+its process is gone (what the next `pin-chessboard import` does first: pool.py
+fail_runs_of_gone_imports), they are due by the debounce and the cap, and a drain takes them all
+(docs/store.md#held-requests)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from pin_chessboard_pipelines.defs.talent_import.pool import fail_runs_of_gone_imports
+from pin_chessboard_pipelines.recalc.drain import drain
+from pin_chessboard_pipelines.recalc.queue import queue_status
+from pin_chessboard_pipelines.settings import PROJECT_ROOT
+from pin_chessboard_pipelines.store.engine import sqlalchemy_url, with_database
+from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
+from tests.support.polling import wait_until
+
+pytestmark = pytest.mark.slow
+
+SPEC = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=40, latency_ms=40)
+DEBOUNCE, CAP = 600.0, 20.0  # a debounce longer than the test: only the cap makes them due
+
+
+def _scalar(engine, sql: str):
+    with engine.connect() as conn:
+        return conn.execute(sa.text(sql)).scalar()
+
+
+def test_a_killed_imports_held_requests_are_drained_within_the_cap_once_it_is_marked_failed(
+    tmp_path: Path, db_url: str, engine, talent_sim, monkeypatch
+):
+    import dagster as dg
+
+    sim = talent_sim(SPEC)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHESSBOARD_", "DAGSTER_", "TALENT_"))}
+    env.update(
+        CHESSBOARD_DATABASE_URL=db_url,
+        DAGSTER_HOME=str(tmp_path / "dagster_home"),
+        PIN_CHESSBOARD_STATE_DIR=str(tmp_path),
+        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
+        PYTHONPATH=str(PROJECT_ROOT),
+        TALENT_API_URL=sim.url,
+        CHESSBOARD_RECALC_DEBOUNCE_SECONDS=str(DEBOUNCE),
+        CHESSBOARD_RECALC_CAP_SECONDS=str(CAP),
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pin_chessboard_pipelines.cli",
+            "import",
+            "--page-size",
+            "5",
+            "--workers",
+            "1",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=PROJECT_ROOT,
+        start_new_session=True,
+    )
+    try:
+        wait_until(
+            lambda: (
+                proc.poll() is not None
+                or _scalar(
+                    engine,
+                    "SELECT count(*) FROM chessboard.talent_import_pages "
+                    "WHERE stage = 'PropertyObjects' AND status = 'Done'",
+                )
+                >= 2
+            ),
+            180,
+            "two PropertyObjects pages Done",
+        )
+        assert proc.poll() is None, "the import ended before it could be killed"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the command and everything it started
+        proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+    run_id = _scalar(engine, "SELECT id FROM chessboard.talent_import_runs WHERE status = 'Running'")
+    assert run_id is not None  # what a SIGKILL leaves
+    held = _scalar(
+        engine, "SELECT count(*) FROM chessboard.project_recalc_requests WHERE import_run_id IS NOT NULL"
+    )
+    assert held >= 1
+    with engine.begin() as conn:  # due long ago and past the cap: held anyway while the run is Running
+        conn.execute(
+            sa.text("UPDATE chessboard.project_recalc_requests SET due_at = now() - interval '1 second'")
+        )
+    with engine.connect() as conn:
+        status = queue_status(conn, 5)
+    assert (status.held, status.due) == (held, 0)
+    assert drain(engine).recalculated == 0
+
+    # the next `pin-chessboard import` marks the gone run failed before anything else
+    monkeypatch.setenv("DAGSTER_POSTGRES_URL", sqlalchemy_url(with_database(db_url, "dagster")))
+    instance = dg.DagsterInstance.from_config(env["DAGSTER_HOME"])
+    try:
+        failed = wait_until(
+            lambda: fail_runs_of_gone_imports(instance, db_url, debounce_seconds=DEBOUNCE, cap_seconds=CAP),
+            60,
+            "the killed import's Dagster run marked failed",
+        )
+        (dagster_run,) = failed
+        assert instance.get_run_by_id(dagster_run).status == dg.DagsterRunStatus.FAILURE
+    finally:
+        instance.dispose()
+
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT import_run_id, due_at <= first_requested_at + make_interval(secs => :cap) AS capped "
+                "FROM chessboard.project_recalc_requests"
+            ),
+            {"cap": CAP},
+        ).all()
+        status = queue_status(conn, 5)
+    assert len(rows) == held and all(r.import_run_id is None and r.capped for r in rows)
+    assert status.held == 0
+
+    drained = {"n": 0}
+
+    def empty() -> bool:
+        drained["n"] += drain(engine).recalculated
+        return _scalar(engine, "SELECT count(*) FROM chessboard.project_recalc_requests") == 0
+
+    wait_until(empty, CAP + 30, "the released requests drained")
+    assert drained["n"] == held
