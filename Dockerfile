@@ -24,7 +24,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN python3 -m venv /opt/venv
 WORKDIR /opt/pin_chessboard_pipelines
 # dependencies first, in a layer of their own: a change of the code does not reinstall them
-COPY pyproject.toml README.md ./
+COPY pyproject.toml ./
 RUN if [ -n "$BUILD_CA_BUNDLE" ]; then export PIP_CERT="$BUILD_CA_BUNDLE"; fi \
     && mkdir pin_chessboard_pipelines && touch pin_chessboard_pipelines/__init__.py \
     && pip install ".[k8s]" \

@@ -16,6 +16,8 @@ import yaml
 
 from tests.k8s.k8s_probe import IMPORT_JOB, LOCATION_IMAGE, RECALC_JOB, RELEASE_NAMESPACE
 
+pytestmark = pytest.mark.slow  # two fresh interpreters load the definitions
+
 ROOT = Path(__file__).resolve().parents[2]
 VALUES = ROOT / "deploy" / "helm" / "values.yaml"
 RUN_CONFIG = ROOT / "deploy" / "helm" / "k8s-executor-run-config.yaml"
