@@ -30,8 +30,9 @@ from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
-# 48 PropertyObjects pages of 5; each read takes 60 ms, so a page is caught mid-way.
-SPEC = DatasetSpec(developers=2, projects_per_developer=3, objects_per_project=40, latency_ms=60)
+# 80 PropertyObjects pages of 3; each read takes 80 ms, so a page is caught mid-way and the
+# stage lasts long enough for every page step's process to start.
+SPEC = DatasetSpec(developers=2, projects_per_developer=3, objects_per_project=40, latency_ms=80)
 PROCESSES = 3
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 CHROMIUM = "/usr/bin/chromium"
@@ -92,7 +93,11 @@ def test_one_import_on_three_processes_survives_a_killed_worker(stack: DagsterSt
     run_id = stack.graphql.launch_job(
         IMPORT_JOB,
         run_config={
-            "resources": {"talent_import": {"config": {"processes": PROCESSES, "workers": 1, "page_size": 5}}}
+            # max_concurrent: the multiprocess executor runs as many steps at once as CPUs by default
+            "execution": {"config": {"max_concurrent": PROCESSES + 1}},
+            "resources": {
+                "talent_import": {"config": {"processes": PROCESSES, "workers": 1, "page_size": 3}}
+            },
         },
         tags={
             "dagster/asset_partition_range_start": developers[0],
@@ -101,9 +106,12 @@ def test_one_import_on_three_processes_survives_a_killed_worker(stack: DagsterSt
     )
 
     def a_live_claim() -> dict | None:
-        """A PropertyObjects page in progress, with pages of that stage already Done."""
+        """A PropertyObjects page in progress while two processes claim pages of the stage."""
         pages = _pages(stack.chessboard_url)
-        if sum(p["status"] == "Done" for p in pages) < 3:
+        if (
+            sum(p["status"] == "Done" for p in pages) < 3
+            or len({p["claimed_by"] for p in pages} - {None}) < 2
+        ):
             return None
         return next((p for p in pages if p["status"] == "InProgress" and p["claimed_by"]), None)
 
