@@ -7,6 +7,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from dagster._core.errors import DagsterExecutionInterruptedError
+from dagster._core.execution.build_resources import wrap_resources_for_execution
+from dagster._core.execution.resources_init import get_transitive_required_resource_keys
 
 capture_interrupts: Callable[[], AbstractContextManager[None]] | None
 check_captured_interrupt: Callable[[], bool] | None
@@ -15,4 +17,10 @@ try:
 except ImportError:  # pragma: no cover - a Dagster without the helper: interrupts stay abrupt
     capture_interrupts = check_captured_interrupt = None
 
-__all__ = ["DagsterExecutionInterruptedError", "capture_interrupts", "check_captured_interrupt"]
+__all__ = [
+    "DagsterExecutionInterruptedError",
+    "capture_interrupts",
+    "check_captured_interrupt",
+    "get_transitive_required_resource_keys",
+    "wrap_resources_for_execution",
+]
