@@ -69,7 +69,8 @@ def pick_project(reference: str, rows: list[ProjectRef]) -> ProjectRef:
 def find_project(conn: Connection, reference: str) -> ProjectRef:
     uuid, name = parse_reference(reference)
     rows = conn.execute(
-        queries("recalc_runbook")["find_projects"], {"uuid": None if uuid is None else str(uuid), "name": name}
+        queries("recalc_runbook")["find_projects"],
+        {"uuid": None if uuid is None else str(uuid), "name": name},
     ).mappings()
     return pick_project(
         reference,

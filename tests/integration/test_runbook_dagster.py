@@ -98,7 +98,9 @@ def test_reset_poison_makes_a_poison_row_due_and_the_status_shows_it_until_then(
     with dg.DagsterInstance.ephemeral() as instance:
         before = _status(_run(db_url, instance, step="STATUS"))
         reset = _run(db_url, instance, step="RESET_POISON", project="Poisoned")
-    assert before["poison"] == 1 and "| poison | 5 |" in before["oldest_due"] and "boom" in before["oldest_due"]
+    assert (
+        before["poison"] == 1 and "| poison | 5 |" in before["oldest_due"] and "boom" in before["oldest_due"]
+    )
     assert reset.success
     with engine.connect() as conn:
         [row] = queue(conn).values()

@@ -8,8 +8,8 @@ Thin shell: the project lookup and the status are recalc/runbook.py's, the write
 recalc/audit.py's (as `recalc audit`).
 """
 
-
 import logging
+from collections.abc import Iterator
 from enum import Enum
 from typing import Any
 
@@ -212,7 +212,10 @@ def _reset_poison(
         LastError=before["last_error"] or "-",
         CorrelationId=context.run_id,
     )
-    return {**_row_metadata(project, row), "attempt_count_before": dg.MetadataValue.int(before["attempt_count"])}
+    return {
+        **_row_metadata(project, row),
+        "attempt_count_before": dg.MetadataValue.int(before["attempt_count"]),
+    }
 
 
 def _audit(
@@ -236,7 +239,7 @@ def _audit(
     )
     for divergence in drifted[:AUDIT_SAMPLE]:
         context.log.warning(divergence.line())
-    metadata = {
+    metadata: dict[str, dg.MetadataValue] = {
         "scope": dg.MetadataValue.text(scope),
         "divergences": dg.MetadataValue.int(len(drifted)),
         "pending": dg.MetadataValue.int(len(pending)),
@@ -262,21 +265,28 @@ _STEPS = {
 @dg.op(name=OP_NAME, out=dg.Out(dg.Nothing))
 def recalc_runbook_step(
     context: dg.OpExecutionContext, config: RecalcRunbookConfig, chessboard: ChessboardResource
-) -> dg.Output:
-    """Runs the configured runbook step, then records the queue's status on `recalc_queue`."""
+) -> Iterator[dg.AssetMaterialization | dg.Output]:
+    """Runs the configured runbook step, then records the queue's status on `recalc_queue`, also
+    when the step failed (yielded, not logged: a failed step keeps what it yielded)."""
     metadata: dict[str, dg.MetadataValue] = {}
+    failure: dg.Failure | None = None
     try:
         step = _STEPS.get(config.step)
         if step is not None:
             metadata = step(context, config, chessboard)
     except ChessboardError as error:
-        raise dg.Failure(description=error.line()) from None
-    finally:
-        _record_status(context, chessboard)
-    return dg.Output(None, metadata={"step": dg.MetadataValue.text(config.step.name), **metadata})
+        failure = dg.Failure(description=error.line())
+    except dg.Failure as error:
+        failure = error
+    yield _status_materialization(context, chessboard)
+    if failure is not None:
+        raise failure
+    yield dg.Output(None, metadata={"step": dg.MetadataValue.text(config.step.name), **metadata})
 
 
-def _record_status(context: dg.OpExecutionContext, chessboard: ChessboardResource) -> None:
+def _status_materialization(
+    context: dg.OpExecutionContext, chessboard: ChessboardResource
+) -> dg.AssetMaterialization:
     with chessboard.engine.connect() as conn:
         status = recalc_status(conn, chessboard.settings.recalc_poison_attempts)
     queue = status.queue
@@ -290,7 +300,7 @@ def _record_status(context: dg.OpExecutionContext, chessboard: ChessboardResourc
         Poison=queue.poison,
         NextDueAt="-" if queue.next_due_at is None else queue.next_due_at.isoformat(timespec="seconds"),
     )
-    context.log_event(dg.AssetMaterialization(asset_key=STATUS_ASSET, metadata=status_metadata(status)))
+    return dg.AssetMaterialization(asset_key=STATUS_ASSET, metadata=status_metadata(status))
 
 
 @dg.job(
