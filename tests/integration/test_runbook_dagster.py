@@ -64,7 +64,8 @@ def test_force_recalc_by_name_talent_id_or_pin_id_enqueues_a_due_row(db_url, eng
     status = _status(by_pin)
     assert status["queue_depth"] == 2 and status["poison"] == 0 and status["held"] == 0
     assert status["due"] == 1  # the debounced request is not due yet
-    assert "ЖК Северный" in status["oldest_due"] and str(one.id) in status["oldest_due"]
+    [due] = [record.data for record in status["oldest_due"].records]
+    assert (due["project"], due["project_id"], due["state"]) == ("ЖК Северный", str(one.id), "due")
 
 
 def test_an_unknown_or_ambiguous_project_fails_the_run_in_one_line(db_url, engine):
@@ -98,8 +99,13 @@ def test_reset_poison_makes_a_poison_row_due_and_the_status_shows_it_until_then(
     with dg.DagsterInstance.ephemeral() as instance:
         before = _status(_run(db_url, instance, step="STATUS"))
         reset = _run(db_url, instance, step="RESET_POISON", project="Poisoned")
-    assert (
-        before["poison"] == 1 and "| poison | 5 |" in before["oldest_due"] and "boom" in before["oldest_due"]
+    [poison] = [record.data for record in before["oldest_due"].records]
+    assert before["poison"] == 1
+    assert (poison["project"], poison["state"], poison["attempts"], poison["last_error"]) == (
+        "Poisoned",
+        "poison",
+        5,
+        "boom",
     )
     assert reset.success
     with engine.connect() as conn:

@@ -7,7 +7,7 @@ from uuid import uuid4
 
 import pytest
 
-from pin_chessboard_pipelines.defs.runbook.definitions import oldest_due_markdown, status_metadata
+from pin_chessboard_pipelines.defs.runbook.definitions import oldest_due_table, status_metadata
 from pin_chessboard_pipelines.errors import Refused
 from pin_chessboard_pipelines.recalc.queue import QueueStatus
 from pin_chessboard_pipelines.recalc.runbook import (
@@ -53,19 +53,24 @@ def test_no_project_or_several_live_ones_are_refused_in_one_line():
 def test_the_status_lists_the_oldest_due_rows_with_names_and_states():
     due_at = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
     rows = [
-        DueRow(uuid4(), "ЖК | Север", due_at, 3, "Crud", 5, "boom\nagain", "poison"),
+        DueRow(uuid4(), "ЖК Север", due_at, 3, "Crud", 5, "boom\nagain", "poison"),
         DueRow(uuid4(), None, due_at, 1, "Import", 0, None, "held"),
     ]
     status = RecalcStatus(QueueStatus(depth=4, due=1, poison=1, next_due_at=due_at, requested=7), 1, rows)
-    table = oldest_due_markdown(status).splitlines()
-    assert (
-        table[2].startswith("| ЖК \\| Север | ")
-        and "| 2026-12-01T10:00:00+00:00 | poison | 5 | 3 |" in table[2]
-    )
-    assert "boom again" in table[2]
-    assert "(not in the store)" in table[3] and "| held |" in table[3]
+    poison, held = [record.data for record in oldest_due_table(status).records]
+    assert poison == {
+        "project": "ЖК Север",
+        "project_id": str(rows[0].project_id),
+        "due_at": "2026-12-01T10:00:00+00:00",
+        "state": "poison",
+        "attempts": 5,
+        "requests": 3,
+        "reason": "Crud",
+        "last_error": "boom again",
+    }
+    assert held["project"] == "(not in the store)" and held["state"] == "held" and held["last_error"] == ""
     metadata = {k: v.value for k, v in status_metadata(status).items()}
     assert metadata["queue_depth"] == 4 and metadata["held"] == 1 and metadata["poison"] == 1
     assert metadata["next_due_at"] == "2026-12-01T10:00:00+00:00"
     empty = RecalcStatus(QueueStatus(0, 0, 0, None, 0), 0, [])
-    assert oldest_due_markdown(empty) == "No recalc row is due."
+    assert oldest_due_table(empty).records == []

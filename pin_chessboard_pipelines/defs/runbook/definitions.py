@@ -114,29 +114,44 @@ def status_metadata(status: RecalcStatus) -> dict[str, dg.MetadataValue]:
             "-" if queue.next_due_at is None else queue.next_due_at.isoformat(timespec="seconds")
         ),
         "requested_events": dg.MetadataValue.int(queue.requested),
-        "oldest_due": dg.MetadataValue.md(oldest_due_markdown(status)),
+        "oldest_due": oldest_due_table(status),
     }
 
 
-def oldest_due_markdown(status: RecalcStatus) -> str:
-    if not status.oldest_due:
-        return "No recalc row is due."
-    lines = [
-        "| project | PIN id | DueAt (UTC) | state | attempts | requests | reason | last error |",
-        "|---|---|---|---|---|---|---|---|",
+OLDEST_DUE_SCHEMA = dg.TableSchema(
+    columns=[
+        dg.TableColumn("project", "string", description="the project's name"),
+        dg.TableColumn("project_id", "string", description="PIN id"),
+        dg.TableColumn("due_at", "string", description="DueAt, UTC"),
+        dg.TableColumn("state", "string", description="due, held (by a Running import run) or poison"),
+        dg.TableColumn("attempts", "int", description="AttemptCount"),
+        dg.TableColumn("requests", "int", description="RequestedCount (coalesced requests)"),
+        dg.TableColumn("reason", "string", description="LastReason"),
+        dg.TableColumn("last_error", "string", description="LastError (first 120 characters)"),
     ]
-    for row in status.oldest_due:
-        error = (row.last_error or "").replace("|", "\\|").replace("\n", " ")[:120]
-        lines.append(
-            f"| {_md(row.name or '(not in the store)')} | {row.project_id} "
-            f"| {row.due_at.isoformat(timespec='seconds')} | {row.state} | {row.attempt_count} "
-            f"| {row.requested_count} | {row.last_reason} | {error} |"
-        )
-    return "\n".join(lines)
+)
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
+def oldest_due_table(status: RecalcStatus) -> dg.TableMetadataValue:
+    """The oldest due rows as a table (drawn in line on the asset's page, unlike markdown)."""
+    return dg.MetadataValue.table(
+        records=[
+            dg.TableRecord(
+                {
+                    "project": row.name or "(not in the store)",
+                    "project_id": str(row.project_id),
+                    "due_at": row.due_at.isoformat(timespec="seconds"),
+                    "state": row.state,
+                    "attempts": row.attempt_count,
+                    "requests": row.requested_count,
+                    "reason": row.last_reason,
+                    "last_error": (row.last_error or "").replace("\n", " ")[:120],
+                }
+            )
+            for row in status.oldest_due
+        ],
+        schema=OLDEST_DUE_SCHEMA,
+    )
 
 
 def _row_metadata(project: ProjectRef, row: dict[str, Any]) -> dict[str, dg.MetadataValue]:
