@@ -47,7 +47,7 @@ STATUS_KEYS = {
     "due": "rows whose DueAt has passed and that the drain takes now",
     "held": "rows held by a Running import run (they wait for its end)",
     "poison": "rows with AttemptCount >= CHESSBOARD_RECALC_POISON_ATTEMPTS, kept for RESET_POISON",
-    "next_due_at": "the earliest DueAt of a row the drain will take (UTC)",
+    "next_due_at": "the earliest DueAt of a row that is not poison (UTC)",
     "requested_events": "sum of RequestedCount over the queued rows (coalesced requests)",
     "oldest_due": f"the {OLDEST_DUE_ROWS} rows due the longest, with project name, state and last error",
 }
@@ -118,16 +118,17 @@ def status_metadata(status: RecalcStatus) -> dict[str, dg.MetadataValue]:
     }
 
 
+# the columns an operator reads first come first (the table is wider than the page)
 OLDEST_DUE_SCHEMA = dg.TableSchema(
     columns=[
         dg.TableColumn("project", "string", description="the project's name"),
-        dg.TableColumn("project_id", "string", description="PIN id"),
-        dg.TableColumn("due_at", "string", description="DueAt, UTC"),
         dg.TableColumn("state", "string", description="due, held (by a Running import run) or poison"),
         dg.TableColumn("attempts", "int", description="AttemptCount"),
+        dg.TableColumn("last_error", "string", description="LastError (first 120 characters)"),
+        dg.TableColumn("due_at", "string", description="DueAt, UTC"),
         dg.TableColumn("requests", "int", description="RequestedCount (coalesced requests)"),
         dg.TableColumn("reason", "string", description="LastReason"),
-        dg.TableColumn("last_error", "string", description="LastError (first 120 characters)"),
+        dg.TableColumn("project_id", "string", description="PIN id"),
     ]
 )
 
