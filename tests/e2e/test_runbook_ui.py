@@ -117,7 +117,9 @@ def test_force_recalc_of_a_project_by_name_from_the_launchpad(dagster_stack: Dag
         assert queue(conn)[poisoned.id]["attempt_count"] == 5
 
     page.goto(f"{dagster_stack.webserver_url}/runs/{run_id}")
+    page.get_by_placeholder("Filter").fill("recalc-")
     page.get_by_text("recalc-requested").first.wait_for()
+    page.get_by_text("recalc-status").first.wait_for()
     page.screenshot(path=str(DOCS / "ui-runbook-run.png"))
 
 
