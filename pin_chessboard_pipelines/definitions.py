@@ -12,8 +12,9 @@ from pin_chessboard_pipelines.defs.handbook_sync.definitions import definitions 
 from pin_chessboard_pipelines.defs.metadata import with_metadata_standards
 from pin_chessboard_pipelines.defs.outbox.definitions import definitions as outbox_definitions
 from pin_chessboard_pipelines.defs.recalc.definitions import definitions as recalc_definitions
-from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.defs.resources import ChessboardResource, with_job_resources
 from pin_chessboard_pipelines.defs.run_retention.definitions import definitions as run_retention_definitions
+from pin_chessboard_pipelines.defs.runbook.definitions import definitions as runbook_definitions
 from pin_chessboard_pipelines.defs.talent_import.definitions import definitions as talent_import_definitions
 from pin_chessboard_pipelines.defs.talent_sync.definitions import definitions as talent_sync_definitions
 
@@ -27,15 +28,13 @@ def build_definitions() -> dg.Definitions:
     domains.append(handbook_sync_definitions())
     domains.append(analytics_definitions())
     domains.append(run_retention_definitions())
-    return with_metadata_standards(
-        dg.Definitions.merge(
-            *domains,
-            dg.Definitions(
-                resources={"chessboard": ChessboardResource()},
-                executor=build_executor(),
-            ),
-        )
+    domains.append(runbook_definitions())
+    merged = dg.Definitions.merge(
+        *domains,
+        dg.Definitions(resources={"chessboard": ChessboardResource()}, executor=build_executor()),
     )
+    # each launchpad asks for the resources of its own job only (defs/resources.py)
+    return with_metadata_standards(with_job_resources(merged))
 
 
 defs = build_definitions()

@@ -9,6 +9,8 @@ from contextlib import AbstractContextManager
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._core.execution.api import execute_run
+from dagster._core.execution.build_resources import wrap_resources_for_execution
+from dagster._core.execution.resources_init import get_transitive_required_resource_keys
 from dagster._core.remote_origin import (
     ManagedGrpcPythonEnvCodeLocationOrigin,
     RemoteJobOrigin,
@@ -33,4 +35,8 @@ __all__ = [
     "capture_interrupts",
     "check_captured_interrupt",
     "execute_run",
+    "capture_interrupts",
+    "check_captured_interrupt",
+    "get_transitive_required_resource_keys",
+    "wrap_resources_for_execution",
 ]

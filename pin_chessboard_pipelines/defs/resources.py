@@ -11,6 +11,10 @@ from typing import Any
 import dagster as dg
 from sqlalchemy.engine import Engine
 
+from pin_chessboard_pipelines.defs.dagster_private import (
+    get_transitive_required_resource_keys,
+    wrap_resources_for_execution,
+)
 from pin_chessboard_pipelines.events.fast_path import relay_after_commit
 from pin_chessboard_pipelines.observability.tracing import configure_tracing
 from pin_chessboard_pipelines.runtime.services import database_url
@@ -70,4 +74,45 @@ def events_published(published: int, seconds: float, path: str, **metadata: Any)
             "path": dg.MetadataValue.text(path),
             **metadata,
         },
+    )
+
+
+def with_job_resources(defs: dg.Definitions) -> dg.Definitions:
+    """`defs` with each op job bound to the resources its ops require, and to no other: Definitions
+    binds every top-level resource to a job that lacks one, so each launchpad listed (and asked for)
+    every other job's resource config. Schedules and sensors that hold a job get the bound one.
+    Asset jobs keep the top-level resources (Dagster resolves them against all of them)."""
+    resources = wrap_resources_for_execution(defs.resources or {})
+    bound: dict[str, dg.JobDefinition] = {}
+    for job in defs.jobs or []:
+        if isinstance(job, dg.JobDefinition):
+            available = {**resources, **job.resource_defs}  # the job's own ones win, as in Definitions
+            keys = get_transitive_required_resource_keys(job.required_resource_keys, available)
+            bound[job.name] = job.with_top_level_resources({k: available[k] for k in sorted(keys)})
+
+    def rebound(targets: list[Any]) -> list[Any]:
+        return [bound.get(getattr(t, "name", ""), t) for t in targets]
+
+    schedules = [
+        s.with_updated_job(bound[s.job_name])
+        if isinstance(s, dg.ScheduleDefinition) and s.has_job and s.job_name in bound
+        else s
+        for s in defs.schedules or []
+    ]
+    sensors = [
+        s.with_updated_jobs(rebound(list(s.jobs)))
+        if s.has_jobs and any(j.name in bound for j in s.jobs)
+        else s
+        for s in defs.sensors or []
+    ]
+    return dg.Definitions(
+        assets=defs.assets,
+        asset_checks=defs.asset_checks,
+        jobs=rebound(list(defs.jobs or [])),
+        schedules=schedules,
+        sensors=sensors,
+        resources=defs.resources,
+        executor=defs.executor,
+        loggers=defs.loggers,
+        metadata=defs.metadata,
     )

@@ -14,7 +14,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, SENSOR_NAME, UNTIL_TAG
+from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, SENSOR_NAME, UNTIL_TAG, until_of
 from pin_chessboard_pipelines.defs.run_retention.definitions import JOB_NAME as RETENTION_JOB
 from pin_chessboard_pipelines.defs.run_retention.definitions import SCHEDULE_NAME
 from tests.support.polling import wait_until
@@ -80,7 +80,7 @@ def _live_drain(dagster_stack, timeout: float = 120) -> dict:
         (warm,) = _projects(engine, 1)
         _watch_drained(engine, _request(engine, [warm], [0]), timeout)
         runs = gql.runs(job_name=JOB_NAME, statuses=["STARTED"])
-        ends = [float(r["tags"].get(UNTIL_TAG, 0)) for r in runs]
+        ends = [until_of(r["tags"].get(UNTIL_TAG, "0")) for r in runs]
         live = [r for r, end in zip(runs, ends, strict=True) if end > time.time() + 15]
         if live:
             return live[0]

@@ -181,6 +181,21 @@ def test_two_days_table_metadata_and_plotted_totals(db_url, engine):
     assert day1["free_value"] == pytest.approx(3 * 16500000.50)
     assert day2["free_value_exact"] == "37500000.75"
     assert (day1["median_free_price"], day2["median_free_price"]) == (5000000.0, 6250000.125)
+    # the Plots tab draws the int and float entries: the inventory series only, the run's cost apart
+    plotted = {
+        k
+        for k, v in records[0].asset_materialization.metadata.items()
+        if isinstance(v, dg.IntMetadataValue | dg.FloatMetadataValue)
+    }
+    assert plotted == {
+        "dagster/row_count",
+        "projects",
+        "free_objects",
+        "total_objects",
+        "free_value",
+        "median_free_price",
+    }
+    assert set(day1["run_figures"]) == {"read_seconds", "compute_seconds", "read_megabytes"}
 
     # the plotted totals over days, as the asset's history holds them
     by_partition = {

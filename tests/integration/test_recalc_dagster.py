@@ -23,6 +23,7 @@ from pin_chessboard_pipelines.defs.recalc.definitions import (
     drain_run_config,
     project_aggregates_recalc_sensor,
     recalc_job,
+    until_of,
 )
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.recalc.drain import drain
@@ -62,7 +63,8 @@ def test_sensor_requests_one_drain_run_for_the_time_slot_when_rows_are_due(db_ur
         result, _ = _sensor(db_url, instance)
     assert isinstance(result, dg.SensorResult)
     (request,) = result.run_requests
-    until = float(request.tags[UNTIL_TAG])
+    until = until_of(request.tags[UNTIL_TAG])
+    assert request.tags[UNTIL_TAG].endswith("+00:00")  # readable in the UI: ISO-8601 UTC
     assert until % 300 == 0 and time.time() < until <= time.time() + 300 + 30
     assert request.run_key == f"recalc-drain:{int(until // 300) - 1}"
     assert request.tags[DRAIN_TAG] == "recalc-drain"

@@ -149,3 +149,16 @@ def test_talent_sync_command_until_idle_and_its_refusals(cli_env, engine, broker
     monkeypatch.setenv("CHESSBOARD_TALENT_SYNC_ENABLED", "false")
     assert main(["talent-sync"]) == 2
     assert capsys.readouterr().err.startswith("CHESSBOARD_IMPORT_DISABLED: ")
+
+
+def test_the_sensor_cursor_shows_why_it_skipped_or_what_it_requested(db_url, broker):
+    with dg.DagsterInstance.ephemeral() as instance:
+        context = dg.build_sensor_context(instance=instance, resources=_resources(db_url))
+        talent_sync_sensor(context)
+        no_topics = context.cursor
+        publish_dataset(SPEC, broker)
+        talent_sync_sensor(context)
+        requested = context.cursor
+    assert no_topics is not None and no_topics.startswith("skipped: the Talent topics cannot be read: ")
+    assert "missing" in no_topics
+    assert requested == f"run requested: {sum(publish_counts())} uncommitted message(s)"

@@ -41,7 +41,7 @@ AUDIT_JOB_NAME = "chessboard_aggregates_audit"
 SINGLETON_VALUE = "recalc-drain"
 # dagster.yaml lets two runs with this tag run at once: the live drain and its successor.
 DRAIN_TAG = "pin/recalc-drain"
-UNTIL_TAG = "pin/recalc-drain-until"  # Unix time at which the run ends (the end of its slot)
+UNTIL_TAG = "pin/recalc-drain-until"  # when the run ends (the end of its slot), ISO-8601 UTC
 SLOT_TAG = "pin/recalc-drain-slot"
 TICK_SECONDS = (
     5  # worker tick, also Dagster's minimum sensor interval (docs/project-aggregates-recalc.md#drain)
@@ -284,7 +284,7 @@ def project_aggregates_recalc_sensor(
                 tags={
                     DRAIN_TAG: SINGLETON_VALUE,
                     SLOT_TAG: str(slot.index),
-                    UNTIL_TAG: str(slot.ends_at),
+                    UNTIL_TAG: _iso(slot.ends_at),
                     "dagster/max_runtime": str(max_runtime),
                 },
             )
@@ -300,7 +300,7 @@ def _live_drains(instance: dg.DagsterInstance) -> list[tuple[str, float]]:
         filters=dg.RunsFilter(job_name=JOB_NAME, statuses=IN_PROGRESS, tags={DRAIN_TAG: SINGLETON_VALUE}),
         limit=10,
     )
-    live = [(run.run_id, float(run.tags[UNTIL_TAG])) for run in runs if UNTIL_TAG in run.tags]
+    live = [(run.run_id, until_of(run.tags[UNTIL_TAG])) for run in runs if UNTIL_TAG in run.tags]
     return sorted(live, key=lambda item: -item[1])
 
 
@@ -314,6 +314,14 @@ def _cursor(cursor: str | None) -> tuple[int | None, int]:
 
 def _iso(unix_seconds: float) -> str:
     return datetime.fromtimestamp(unix_seconds, UTC).isoformat(timespec="seconds")
+
+
+def until_of(tag: str) -> float:
+    """Unix time of an UNTIL_TAG value: ISO-8601, or the Unix seconds of runs tagged before."""
+    try:
+        return float(tag)
+    except ValueError:
+        return datetime.fromisoformat(tag).timestamp()
 
 
 @dg.asset_check(

@@ -1,6 +1,7 @@
 """The `talent_replay_failed` job: quarantined items read again from Talent and applied
 (talent_import/replay_failed.py); the launchpad's config names the import run (or none: all)."""
 
+import logging
 import uuid
 
 import dagster as dg
@@ -9,6 +10,7 @@ from pydantic import Field
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import.config import SINGLETON_TAGS
 from pin_chessboard_pipelines.errors import ChessboardError, error_line
+from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.talent.client import TalentApiClient, TalentSourceError
 from pin_chessboard_pipelines.talent.flag import require_talent_sync_enabled
 from pin_chessboard_pipelines.talent_import.replay_failed import replay_failed
@@ -57,7 +59,13 @@ def replay_failed_items(
     if result.removed:
         chessboard.relay_outbox(context)
     summary = result.to_dict()
-    context.log.info(f"replay of quarantined items: {summary}")
+    stages = {
+        stage: "/".join(f"{name}:{value}" for name, value in counters.items())
+        for stage, counters in summary.get("stages", {}).items()
+        if any(counters.values())
+    }
+    fields = {key[:1].upper() + key[1:]: value for key, value in summary.items() if key != "stages"}
+    log_event(context.log, logging.INFO, "replay-failed-completed", **fields, **stages)
     return dg.Output(None, metadata={"summary": dg.MetadataValue.json(summary)})
 
 

@@ -28,6 +28,7 @@ SENSOR_NAME = "talent_sync_sensor"
 SINGLETON_VALUE = "talent-sync"
 TICK_SECONDS = 10
 DEFAULT_TIME_BUDGET_SECONDS = 600.0
+LAG_TAG = "pin/talent-sync-lag"
 
 
 class TalentSyncConfig(dg.Config):
@@ -103,9 +104,29 @@ def talent_sync() -> None:
     job_name=JOB_NAME,
     minimum_interval_seconds=TICK_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Every 10 s: starts the sync job when the Talent topics hold uncommitted messages.",
+    description=(
+        "Every 10 s: starts the sync job when the Talent topics hold uncommitted messages. The cursor "
+        "shows the last tick's decision: the run it requested, or why it skipped (the flag is off, a "
+        "sync run is active, a consumer runs outside Dagster, no Talent topics or no broker, caught up)."
+    ),
 )
 def talent_sync_sensor(
+    context: dg.SensorEvaluationContext, chessboard: ChessboardResource
+) -> dg.SensorResult | dg.SkipReason:
+    decision = _decide(context, chessboard)
+    # a skip reason shows only in a tooltip; the cursor (read by nothing) is on the sensor's page
+    context.update_cursor(decision_line(decision))
+    return decision
+
+
+def decision_line(decision: dg.SensorResult | dg.SkipReason) -> str:
+    if isinstance(decision, dg.SkipReason):
+        return f"skipped: {decision.skip_message}"
+    lags = [request.tags.get(LAG_TAG, "?") for request in decision.run_requests or []]
+    return f"run requested: {', '.join(lags)} uncommitted message(s)"
+
+
+def _decide(
     context: dg.SensorEvaluationContext, chessboard: ChessboardResource
 ) -> dg.SensorResult | dg.SkipReason:
     settings = chessboard.settings
@@ -123,9 +144,7 @@ def talent_sync_sensor(
         return dg.SkipReason(f"the Talent topics cannot be read: {error_line(error)}")
     if lag == 0:
         return dg.SkipReason("the consumer group is caught up")
-    return singleton_run_request(
-        "talent-sync", SINGLETON_VALUE, time.time(), {"pin/talent-sync-lag": str(lag)}
-    )
+    return singleton_run_request("talent-sync", SINGLETON_VALUE, time.time(), {LAG_TAG: str(lag)})
 
 
 def definitions() -> dg.Definitions:

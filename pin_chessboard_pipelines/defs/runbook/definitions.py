@@ -1,0 +1,335 @@
+"""The recalc runbook by clicks (docs/project-aggregates-recalc.md#runbook): one job, `recalc_runbook`,
+whose launchpad takes a step (force recalc, reset poison, audit, status) and a project by its
+Talent id, PIN id or name; every run records the queue's status as a materialization of the
+`recalc_queue` asset (depth, due, held, poison, the oldest due rows with their project names).
+
+Thin shell: the project lookup and the status are recalc/runbook.py's, the writes recalc/queue.py's
+(`request_recalc`, `reset_poison`, as `pin-chessboard recalc request|reset-poison`), the audit
+recalc/audit.py's (as `recalc audit`).
+"""
+
+import logging
+from collections.abc import Iterator
+from enum import Enum
+from typing import Any
+
+import dagster as dg
+from pydantic import Field
+
+from pin_chessboard_pipelines.defs.metadata import (
+    METADATA_KEYS_KEY,
+    TABLE_NAME_KEY,
+    metadata_keys_markdown,
+    table_name,
+)
+from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.errors import ChessboardError
+from pin_chessboard_pipelines.observability.logs import log_event
+from pin_chessboard_pipelines.recalc.audit import Divergence, audit, drift
+from pin_chessboard_pipelines.recalc.queue import queue_row, request_recalc, reset_poison
+from pin_chessboard_pipelines.recalc.runbook import (
+    OLDEST_DUE_ROWS,
+    ProjectRef,
+    RecalcStatus,
+    find_project,
+    recalc_status,
+)
+from pin_chessboard_pipelines.store.tables import project_recalc_requests
+
+JOB_NAME = "recalc_runbook"
+OP_NAME = "recalc_runbook_step"
+STATUS_ASSET = dg.AssetKey("recalc_queue")
+AUDIT_SAMPLE = 50
+
+# what each materialization metadata key of recalc_queue means (shown on the asset's page)
+STATUS_KEYS = {
+    "queue_depth": "rows in project_recalc_requests",
+    "due": "rows whose DueAt has passed and that the drain takes now",
+    "held": "rows held by a Running import run (they wait for its end)",
+    "poison": "rows with AttemptCount >= CHESSBOARD_RECALC_POISON_ATTEMPTS, kept for RESET_POISON",
+    "next_due_at": "the earliest DueAt of a row that is not poison (UTC)",
+    "requested_events": "sum of RequestedCount over the queued rows (coalesced requests)",
+    "oldest_due": f"the {OLDEST_DUE_ROWS} rows due the longest, with project name, state and last error",
+}
+
+RECALC_QUEUE = dg.AssetSpec(
+    STATUS_ASSET,
+    description=(
+        "The project recalc queue (`chessboard.project_recalc_requests`, docs/project-aggregates-recalc.md). "
+        "Every run of the `recalc_runbook` job records its status: rows queued, due, held by a running "
+        "import, poison, the next DueAt and the oldest due rows with their projects' names."
+    ),
+    group_name="recalc",
+    kinds={"postgres"},
+    metadata={
+        TABLE_NAME_KEY: table_name(project_recalc_requests),
+        METADATA_KEYS_KEY: metadata_keys_markdown(STATUS_KEYS),
+    },
+)
+
+
+class RunbookStep(Enum):
+    """What the run does (docs/project-aggregates-recalc.md#runbook)."""
+
+    FORCE_RECALC = "force_recalc"
+    RESET_POISON = "reset_poison"
+    AUDIT = "audit"
+    STATUS = "status"
+
+
+class RecalcRunbookConfig(dg.Config):
+    step: RunbookStep = Field(
+        default=RunbookStep.STATUS,
+        description=(
+            "FORCE_RECALC: enqueue a recalc of the project (runbook 'force recalc', also the fix for "
+            "drift). RESET_POISON: AttemptCount = 0, DueAt = now for the project's poison row, once its "
+            "LastError is understood and fixed. AUDIT: every stored aggregate that differs from "
+            "count/min/max (the run fails on drift). STATUS: only record the queue's status."
+        ),
+    )
+    project: str | None = Field(
+        default=None,
+        description=(
+            "The project: its Talent id, its PIN id or its name (exact, case-insensitive). Required by "
+            "FORCE_RECALC and RESET_POISON; AUDIT: this project only (empty: every live project)."
+        ),
+    )
+    due_now: bool = Field(
+        default=True,
+        description=(
+            "FORCE_RECALC: DueAt = now, the drain takes the row within seconds. False: the debounced "
+            "request (DueAt = now + CHESSBOARD_RECALC_DEBOUNCE_SECONDS, within the starvation cap)."
+        ),
+    )
+
+
+def status_metadata(status: RecalcStatus) -> dict[str, dg.MetadataValue]:
+    queue = status.queue
+    return {
+        "queue_depth": dg.MetadataValue.int(queue.depth),
+        "due": dg.MetadataValue.int(queue.due),
+        "held": dg.MetadataValue.int(status.held),
+        "poison": dg.MetadataValue.int(queue.poison),
+        "next_due_at": dg.MetadataValue.text(
+            "-" if queue.next_due_at is None else queue.next_due_at.isoformat(timespec="seconds")
+        ),
+        "requested_events": dg.MetadataValue.int(queue.requested),
+        "oldest_due": oldest_due_table(status),
+    }
+
+
+# the columns an operator reads first come first (the table is wider than the page)
+OLDEST_DUE_SCHEMA = dg.TableSchema(
+    columns=[
+        dg.TableColumn("project", "string", description="the project's name"),
+        dg.TableColumn("state", "string", description="due, held (by a Running import run) or poison"),
+        dg.TableColumn("attempts", "int", description="AttemptCount"),
+        dg.TableColumn("last_error", "string", description="LastError (first 120 characters)"),
+        dg.TableColumn("due_at", "string", description="DueAt, UTC"),
+        dg.TableColumn("requests", "int", description="RequestedCount (coalesced requests)"),
+        dg.TableColumn("reason", "string", description="LastReason"),
+        dg.TableColumn("project_id", "string", description="PIN id"),
+    ]
+)
+
+
+def oldest_due_table(status: RecalcStatus) -> dg.TableMetadataValue:
+    """The oldest due rows as a table (drawn in line on the asset's page, unlike markdown)."""
+    return dg.MetadataValue.table(
+        records=[
+            dg.TableRecord(
+                {
+                    "project": row.name or "(not in the store)",
+                    "project_id": str(row.project_id),
+                    "due_at": row.due_at.isoformat(timespec="seconds"),
+                    "state": row.state,
+                    "attempts": row.attempt_count,
+                    "requests": row.requested_count,
+                    "reason": row.last_reason,
+                    "last_error": (row.last_error or "").replace("\n", " ")[:120],
+                }
+            )
+            for row in status.oldest_due
+        ],
+        schema=OLDEST_DUE_SCHEMA,
+    )
+
+
+def _row_metadata(project: ProjectRef, row: dict[str, Any]) -> dict[str, dg.MetadataValue]:
+    return {
+        "project": dg.MetadataValue.text(project.name),
+        "project_id": dg.MetadataValue.text(str(project.id)),
+        "talent_id": dg.MetadataValue.text(str(project.talent_id)),
+        "due_at": dg.MetadataValue.text(row["due_at"].isoformat(timespec="seconds")),
+        "attempt_count": dg.MetadataValue.int(row["attempt_count"]),
+        "requested_count": dg.MetadataValue.int(row["requested_count"]),
+        "last_error": dg.MetadataValue.text(row["last_error"] or "-"),
+    }
+
+
+def _divergences_markdown(divergences: list[Divergence]) -> str:
+    if not divergences:
+        return "No divergence."
+    lines = ["| entity | id | project | field | stored | expected |", "|---|---|---|---|---|---|"]
+    for d in divergences[:AUDIT_SAMPLE]:
+        lines.append(f"| {d.entity} | {d.id} | {d.project_id} | {d.field} | {d.stored} | {d.expected} |")
+    return "\n".join(lines)
+
+
+def _project(config: RecalcRunbookConfig, chessboard: ChessboardResource) -> ProjectRef:
+    if not config.project:
+        raise dg.Failure(description=f"{config.step.name} needs a project: its Talent id, PIN id or name")
+    with chessboard.engine.connect() as conn:
+        return find_project(conn, config.project)
+
+
+def _force_recalc(
+    context: dg.OpExecutionContext, config: RecalcRunbookConfig, chessboard: ChessboardResource
+) -> dict[str, dg.MetadataValue]:
+    settings = chessboard.settings
+    project = _project(config, chessboard)
+    with chessboard.engine.begin() as conn:
+        row = request_recalc(
+            conn,
+            project.id,
+            now=config.due_now,
+            debounce_seconds=settings.recalc_debounce_seconds,
+            cap_seconds=settings.recalc_cap_seconds,
+        )
+    log_event(
+        context.log,
+        logging.INFO,
+        "recalc-requested",
+        ProjectId=project.id,
+        Project=project.name,
+        DueAt=row["due_at"].isoformat(timespec="seconds"),
+        RequestedCount=row["requested_count"],
+        CorrelationId=context.run_id,
+    )
+    return _row_metadata(project, row)
+
+
+def _reset_poison(
+    context: dg.OpExecutionContext, config: RecalcRunbookConfig, chessboard: ChessboardResource
+) -> dict[str, dg.MetadataValue]:
+    project = _project(config, chessboard)
+    with chessboard.engine.begin() as conn:
+        before = queue_row(conn, project.id)
+        reset_poison(conn, project.id)
+        row = queue_row(conn, project.id)
+    assert before is not None and row is not None
+    log_event(
+        context.log,
+        logging.INFO,
+        "recalc-poison-reset",
+        ProjectId=project.id,
+        Project=project.name,
+        AttemptCount=before["attempt_count"],
+        LastError=before["last_error"] or "-",
+        CorrelationId=context.run_id,
+    )
+    return {
+        **_row_metadata(project, row),
+        "attempt_count_before": dg.MetadataValue.int(before["attempt_count"]),
+    }
+
+
+def _audit(
+    context: dg.OpExecutionContext, config: RecalcRunbookConfig, chessboard: ChessboardResource
+) -> dict[str, dg.MetadataValue]:
+    project = _project(config, chessboard) if config.project else None
+    with chessboard.engine.connect() as conn:
+        found = audit(conn, None if project is None else project.id)
+    drifted = drift(found)
+    pending = [d for d in found if d.pending]
+    scope = "all live projects" if project is None else project.line()
+    log_event(
+        context.log,
+        logging.WARNING if drifted else logging.INFO,
+        "recalc-audit",
+        Scope=scope,
+        Divergences=len(drifted),
+        Pending=len(pending),
+        PendingProjects=len({d.project_id for d in pending}),
+        CorrelationId=context.run_id,
+    )
+    for divergence in drifted[:AUDIT_SAMPLE]:
+        context.log.warning(divergence.line())
+    metadata: dict[str, dg.MetadataValue] = {
+        "scope": dg.MetadataValue.text(scope),
+        "divergences": dg.MetadataValue.int(len(drifted)),
+        "pending": dg.MetadataValue.int(len(pending)),
+        "projects_with_divergences": dg.MetadataValue.int(len({d.project_id for d in drifted})),
+        "sample": dg.MetadataValue.md(_divergences_markdown(drifted)),
+    }
+    if drifted:
+        # as `recalc audit` exits 1: drift is a finding the operator acts on (FORCE_RECALC fixes it)
+        raise dg.Failure(
+            description=f"{len(drifted)} divergence(s) in {scope}; FORCE_RECALC of the project fixes them",
+            metadata=metadata,
+        )
+    return metadata
+
+
+_STEPS = {
+    RunbookStep.FORCE_RECALC: _force_recalc,
+    RunbookStep.RESET_POISON: _reset_poison,
+    RunbookStep.AUDIT: _audit,
+}
+
+
+@dg.op(name=OP_NAME, out=dg.Out(dg.Nothing))
+def recalc_runbook_step(
+    context: dg.OpExecutionContext, config: RecalcRunbookConfig, chessboard: ChessboardResource
+) -> Iterator[dg.AssetMaterialization | dg.Output]:
+    """Runs the configured runbook step, then records the queue's status on `recalc_queue`, also
+    when the step failed (yielded, not logged: a failed step keeps what it yielded)."""
+    metadata: dict[str, dg.MetadataValue] = {}
+    failure: dg.Failure | None = None
+    try:
+        step = _STEPS.get(config.step)
+        if step is not None:
+            metadata = step(context, config, chessboard)
+    except ChessboardError as error:
+        failure = dg.Failure(description=error.line())
+    except dg.Failure as error:
+        failure = error
+    yield _status_materialization(context, chessboard)
+    if failure is not None:
+        raise failure
+    yield dg.Output(None, metadata={"step": dg.MetadataValue.text(config.step.name), **metadata})
+
+
+def _status_materialization(
+    context: dg.OpExecutionContext, chessboard: ChessboardResource
+) -> dg.AssetMaterialization:
+    with chessboard.engine.connect() as conn:
+        status = recalc_status(conn, chessboard.settings.recalc_poison_attempts)
+    queue = status.queue
+    log_event(
+        context.log,
+        logging.INFO,
+        "recalc-status",
+        QueueDepth=queue.depth,
+        Due=queue.due,
+        Held=status.held,
+        Poison=queue.poison,
+        NextDueAt="-" if queue.next_due_at is None else queue.next_due_at.isoformat(timespec="seconds"),
+    )
+    return dg.AssetMaterialization(asset_key=STATUS_ASSET, metadata=status_metadata(status))
+
+
+@dg.job(
+    name=JOB_NAME,
+    description=(
+        "The recalc runbook by clicks: force recalc, reset poison or audit one project (by Talent id, "
+        "PIN id or name), or all; every run records the queue's status on recalc_queue."
+    ),
+    executor_def=dg.in_process_executor,
+)
+def recalc_runbook() -> None:
+    recalc_runbook_step()
+
+
+def definitions() -> dg.Definitions:
+    return dg.Definitions(assets=[RECALC_QUEUE], jobs=[recalc_runbook])

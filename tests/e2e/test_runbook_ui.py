@@ -1,0 +1,138 @@
+"""The recalc runbook by clicks, on the standard deployment (webserver + daemon): an operator forces
+the recalc of a project given by its name in the `recalc_runbook` launchpad, the drain sensor
+recalculates it, and the queue's status (with a poison row) is on the `recalc_queue` asset's page.
+Playwright drives Debian's chromium; the screenshots are the README's (docs/ui-runbook-*.png,
+docs/ui-recalc-queue.png)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from pin_chessboard_pipelines.recalc.audit import audit
+from tests.support.dagster_stack import LOCATION, DagsterStack
+from tests.support.polling import wait_until
+from tests.support.recalc_data import ProjectRows, StoreBuilder, queue, standard_project
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+STALE = "ЖК Runbook Forced"  # aggregates never computed: the audit sees drift
+POISONED = "ЖК Runbook Poisoned"
+
+
+@pytest.fixture(scope="module")
+def page(dagster_stack: DagsterStack) -> Iterator:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        # Dagster's newsletter prompt of a new instance shows up whenever it likes: dismissed
+        page.add_locator_handler(
+            page.get_by_text("Join the Dagster community"),
+            lambda: page.get_by_role("button", name="Skip").click(force=True),
+        )
+        yield page
+        browser.close()
+
+
+def _drift(engine, project_id) -> list:
+    with engine.connect() as conn:
+        return audit(conn, project_id)
+
+
+def _aggregates(engine, project_id) -> tuple[int, int]:
+    with engine.connect() as conn:
+        row = conn.execute(
+            sa.text(
+                "SELECT property_objects_total_count, property_objects_free_count "
+                "FROM chessboard.projects WHERE id = :p"
+            ),
+            {"p": project_id},
+        ).one()
+    return row[0], row[1]
+
+
+@pytest.fixture(scope="module")
+def projects(dagster_stack: DagsterStack) -> tuple[ProjectRows, ProjectRows]:
+    """A project whose aggregates were never computed, and one whose recalc row is poison."""
+    with dagster_stack.engine.begin() as conn:
+        b = StoreBuilder(conn)
+        stale = standard_project(b, name=STALE)
+        poisoned = standard_project(b, name=POISONED)
+        b.request(poisoned, attempt_count=5)
+        conn.execute(
+            sa.text("UPDATE chessboard.project_recalc_requests SET last_error = :e WHERE project_id = :p"),
+            {"e": "CHESSBOARD_SYNC_PARENT_NOT_FOUND: layout of another project", "p": poisoned.id},
+        )
+    return stale, poisoned
+
+
+def test_force_recalc_of_a_project_by_name_from_the_launchpad(dagster_stack: DagsterStack, projects, page):
+    engine = dagster_stack.engine
+    stale, poisoned = projects
+    assert _drift(engine, stale.id) and _aggregates(engine, stale.id) == (0, 0)
+
+    page.goto(f"{dagster_stack.webserver_url}/locations/{LOCATION}/jobs/recalc_runbook/playground")
+    editor = page.locator(".CodeMirror").first
+    editor.wait_for()
+    editor.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.press("Delete")
+    page.keyboard.insert_text(
+        f"ops:\n  recalc_runbook_step:\n    config:\n      step: FORCE_RECALC\n      project: {STALE}\n"
+    )
+    page.get_by_text("FORCE_RECALC").first.wait_for()
+    page.screenshot(path=str(DOCS / "ui-runbook-launchpad.png"))
+    launched = time.time()
+    page.get_by_role("button", name="Launch Run").click()
+    page.wait_for_url("**/runs/**", timeout=120_000)
+    run_id = page.url.rstrip("/").split("/runs/")[1].split("?")[0]
+    run = dagster_stack.graphql.wait_for_run(run_id, timeout=240)
+    assert run["status"] == "SUCCESS", (dagster_stack.graphql.run_messages(run_id), dagster_stack.log_tail())
+    assert run["creationTime"] >= launched - 1
+    messages = dagster_stack.graphql.run_messages(run_id)
+    [requested] = [m for m in messages if m.startswith("recalc-requested ")]
+    assert f"ProjectId={stale.id}" in requested and f"Project={STALE}" in requested
+
+    # the drain sensor takes the forced row: aggregates recomputed, the row gone, the poison row kept
+    def recalculated() -> bool:
+        with engine.connect() as conn:
+            rows = queue(conn)
+        return stale.id not in rows and not _drift(engine, stale.id)
+
+    wait_until(recalculated, timeout=240, what="the forced project recalculated by the drain")
+    total, free = _aggregates(engine, stale.id)
+    assert total > 0 and free > 0
+    with engine.connect() as conn:
+        assert queue(conn)[poisoned.id]["attempt_count"] == 5
+
+    page.goto(f"{dagster_stack.webserver_url}/runs/{run_id}")
+    page.get_by_placeholder("Filter").fill("recalc-")
+    page.get_by_text("recalc-requested").first.wait_for()
+    page.get_by_text("recalc-status").first.wait_for()
+    page.screenshot(path=str(DOCS / "ui-runbook-run.png"))
+
+
+def test_the_recalc_status_is_on_the_recalc_queue_asset(dagster_stack: DagsterStack, projects, page):
+    # a STATUS run records what the queue holds now: the poison row with its project's name
+    run_id = dagster_stack.graphql.launch_job(
+        "recalc_runbook", run_config={"ops": {"recalc_runbook_step": {"config": {"step": "STATUS"}}}}
+    )
+    status = dagster_stack.graphql.wait_for_run(run_id, timeout=240)["status"]
+    assert status == "SUCCESS", (dagster_stack.graphql.run_messages(run_id), dagster_stack.log_tail())
+    page.goto(f"{dagster_stack.webserver_url}/assets/recalc_queue?view=events")
+    page.get_by_text(POISONED).first.wait_for(timeout=120_000)
+    for label in ("queue_depth", "held", "poison", "oldest_due", "next_due_at"):
+        page.get_by_text(label, exact=True).first.wait_for()
+    page.get_by_text("CHESSBOARD_SYNC_PARENT_NOT_FOUND").first.wait_for()
+    page.screenshot(path=str(DOCS / "ui-recalc-queue.png"), full_page=True)
