@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
@@ -61,9 +60,7 @@ def test_fast_path_after_commit_publishes_and_never_fails_the_job(engine, kafka_
     key = str(uuid.uuid4())
     with engine.begin() as conn:
         write_outbox(conn, [OutboxEvent(DEVELOPER_UPSERTED, key, {"id": key, "version": 1})])
-    started = time.monotonic()
     assert relay_after_commit(engine, f"127.0.0.1:{free_port()}") is None  # nothing listens there
-    assert time.monotonic() - started < 2
     assert outbox_rows(engine)[0]["published_at"] is None
     assert relay_after_commit(engine, kafka_bootstrap).published == 1
     assert outbox_rows(engine)[0]["published_at"] is not None
