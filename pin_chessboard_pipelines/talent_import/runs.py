@@ -146,10 +146,6 @@ def get_run(conn: Connection, run_id: uuid.UUID) -> Row | None:
     return conn.execute(_q("run_by_id"), {"run_id": run_id}).mappings().first()
 
 
-def run_of_dagster_run(conn: Connection, dagster_run_id: str) -> Row | None:
-    return conn.execute(_q("run_by_dagster_run_id"), {"dagster_run_id": dagster_run_id}).mappings().first()
-
-
 def result_of(run: Row) -> TalentInitialImportResult:
     finished = run["finished_at"]
     duration = 0.0 if finished is None else (finished - run["started_at"]).total_seconds()

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from uuid import UUID
 
-from pin_chessboard_pipelines.replica.changes import (
+from tests.support.replica_changes import (
     changed_columns,
     mapped_columns,
     publishes_change,

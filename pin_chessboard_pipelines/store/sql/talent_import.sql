@@ -17,12 +17,6 @@ SELECT * FROM chessboard.talent_import_runs ORDER BY started_at DESC LIMIT 1
 -- name: run_by_id
 SELECT * FROM chessboard.talent_import_runs WHERE id = :run_id
 
--- name: run_by_dagster_run_id
-SELECT * FROM chessboard.talent_import_runs
-WHERE dagster_run_id = :dagster_run_id
-ORDER BY started_at DESC
-LIMIT 1
-
 -- name: insert_run
 INSERT INTO chessboard.talent_import_runs
     (id, mode, status, started_at, correlation_id, dry_run, developer_id_filter, project_id_filter,

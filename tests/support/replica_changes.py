@@ -1,4 +1,5 @@
-"""Whether a newer Talent snapshot changes anything that is published.
+"""Test oracle: whether a newer Talent snapshot changes anything that is published (the store's
+upserts decide it in SQL, store/sql/replica.sql; this says in Python what they must decide).
 
 chessboard-store.md, "Changes of v1.1" (nothing to publish, nothing published): a newer Talent
 version whose mapped fields equal the stored ones updates `replica_version` / `last_synced_at`
