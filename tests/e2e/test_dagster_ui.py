@@ -24,7 +24,9 @@ from pin_chessboard_pipelines.talent.simulator.server import SimulatorServer
 from tests.support.dagster_stack import DagsterStack, start_dagster_stack
 from tests.support.polling import wait_until
 
-pytestmark = pytest.mark.slow
+# Each test waits on the whole stack (webserver, daemon, run workers, browser) with deadlines that
+# add up past the suite's 300 s per test on a loaded 2-core machine: the test's bound is theirs
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
