@@ -1,19 +1,25 @@
 # Two commands: `make demo` (the import and the recalc on embedded defaults, UI left up) and
-# `make test` (lint, types, import layers, the suite). Both install into .venv first when needed.
+# `make test` (the Debian packages the suite needs, lint, types, import layers, the suite). Both
+# install into .venv first when needed: the pinned set of requirements.lock, then the project.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test faults lint bench clean
+.PHONY: install system-packages demo test faults lint bench lock check-fresh clean
 
-$(STAMP): pyproject.toml
+# The stock pip of `python3.11 -m venv` (23.2) installs the lock as it is: no upgrade first.
+$(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# chromium and prometheus from Debian when missing (apt-get, through sudo when not root)
+system-packages:
+	@scripts/system-packages
 
 demo: $(STAMP)
 	$(BIN)/pin-chessboard dev --demo
@@ -24,7 +30,7 @@ lint: $(STAMP)
 	$(BIN)/mypy pin_chessboard_pipelines
 	$(BIN)/lint-imports
 
-test: lint
+test: system-packages lint
 	$(BIN)/python -m pytest
 
 # The fault suite: PostgreSQL restarted and crashed, the broker killed and frozen, a Talent API
@@ -34,6 +40,16 @@ faults: $(STAMP)
 
 bench: $(STAMP)
 	for script in benchmarks/*_bench.py; do $(BIN)/python $$script; done
+
+# requirements.lock again from pyproject.toml (after a change of its dependencies), by uv
+lock: $(STAMP)
+	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 --universal \
+		--quiet -o requirements.lock
+
+# What a new user does, in a clean clone of HEAD in a temporary folder: `make test`, then
+# `make demo` until it leaves the UI up (scripts/check-fresh)
+check-fresh:
+	scripts/check-fresh
 
 clean:
 	rm -rf .state

@@ -17,7 +17,7 @@ from pin_chessboard_pipelines.defs.dagster_private import (
 )
 from pin_chessboard_pipelines.events.fast_path import relay_after_commit
 from pin_chessboard_pipelines.observability.tracing import configure_tracing
-from pin_chessboard_pipelines.runtime.services import database_url
+from pin_chessboard_pipelines.runtime.services import missing_database_url
 from pin_chessboard_pipelines.settings import Settings, load_settings
 from pin_chessboard_pipelines.store.engine import get_engine
 
@@ -27,13 +27,16 @@ EVENTS_ASSET = "pin_chessboard_events"  # the pin.chessboard.*.v1 topics (defs/o
 class ChessboardResource(dg.ConfigurableResource):
     """Settings from the environment (settings.py) and an engine on CHESSBOARD_DATABASE_URL.
 
-    `database_url` overrides the environment (tests point it at their own database).
+    `database_url` overrides the environment (tests point it at their own database). Neither set:
+    the resource refuses to initialise (one line naming the variable), never a scratch server.
     """
 
     database_url: str | None = None
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """Once per process that runs a job or a sensor with this resource: traces (README "Traces")."""
+        """Once per process that runs a job or a sensor with this resource: the store's URL checked,
+        traces (README "Traces")."""
+        _ = self.url
         configure_tracing(self.settings)
 
     @cached_property
@@ -42,7 +45,10 @@ class ChessboardResource(dg.ConfigurableResource):
 
     @cached_property
     def url(self) -> str:
-        return self.database_url or database_url(self.settings)
+        url = self.database_url or self.settings.database_url
+        if not url:
+            raise missing_database_url()
+        return url
 
     @property
     def engine(self) -> Engine:

@@ -330,14 +330,17 @@ def drain_until(
     run_log: Any = None,
     after_pass: Callable[[DrainResult], None] | None = None,
     policy: FailurePolicy = NO_STORE_RETRY,
+    clock: Callable[[], float] = time.time,
 ) -> DrainResult:
     """The long-lived drain (docs/project-aggregates-recalc.md#drain): a pass of `drain` whenever a
     row is due, sleeping in between until the next DueAt (at most `poll_seconds`), until `ends_at`
     (Unix time; then stopped = LIFETIME) or `should_stop()` (CANCELLED). A failed project waits
     FAILED_PROJECT_WAIT_SECONDS before its next attempt; a store that is away is looked at again
     every poll until the slot ends. `after_pass` gets each pass that did something (the outbox
-    fast path)."""
-    slot = _Slot(engine, ends_at, poll_seconds, poison_attempts, Stopper.of(should_stop), run_log or logger)
+    fast path); `clock` is the slot's time (Unix seconds)."""
+    slot = _Slot(
+        engine, ends_at, poll_seconds, poison_attempts, Stopper.of(should_stop), run_log or logger, clock
+    )
     pass_options: dict[str, Any] = dict(
         batch_size=batch_size,
         poison_attempts=poison_attempts,
@@ -349,11 +352,11 @@ def drain_until(
     )
     handbook: Handbook | None = None
     first = True  # a first pass is made even when the run starts after `ends_at`
-    while not slot.stopper.stopped() and (first or time.time() < ends_at):
+    while not slot.stopper.stopped() and (first or clock() < ends_at):
         try:
             handbook = _read_handbook(engine) if handbook is None else handbook
             # a run that started late (a loaded machine) still drains what is due once
-            budget = max(ends_at - time.time(), FIRST_PASS_SECONDS if first else 0.0)
+            budget = max(ends_at - clock(), FIRST_PASS_SECONDS if first else 0.0)
             result = drain(
                 engine, time_budget_seconds=budget, handbook=handbook, **pass_options, exclude=slot.waiting()
             )
@@ -382,7 +385,9 @@ class _Slot:
         poison_attempts: int,
         stopper: Stopper,
         run_log: Any,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        self.clock = clock
         self.engine = engine
         self.ends_at = ends_at
         self.poll_seconds = poll_seconds
@@ -393,7 +398,7 @@ class _Slot:
         self.retry_at: dict[UUID, float] = {}  # failed project -> when it may be tried again
 
     def waiting(self) -> frozenset[UUID]:
-        now = time.time()
+        now = self.clock()
         self.retry_at = {p: t for p, t in self.retry_at.items() if t > now}
         return frozenset(self.retry_at)
 
@@ -405,14 +410,14 @@ class _Slot:
         if not (result.processed or result.failed):
             return
         self.total.add(result)
-        retry_at = time.time() + FAILED_PROJECT_WAIT_SECONDS
+        retry_at = self.clock() + FAILED_PROJECT_WAIT_SECONDS
         self.retry_at.update({p: retry_at for p in result.failed_ids})
         if after_pass is not None:
             after_pass(result)
 
     def sleep_until_due(self, due_in: float | None) -> bool:
         """Sleeps until the next DueAt (at most a poll); False when the slot is over or stopped."""
-        wait = poll_wait(time.time(), self.ends_at, due_in, self.poll_seconds)
+        wait = poll_wait(self.clock(), self.ends_at, due_in, self.poll_seconds)
         return wait is not None and self.stopper.sleep(wait)
 
     def store_away(self, error: BaseException) -> bool:

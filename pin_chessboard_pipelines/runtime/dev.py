@@ -24,7 +24,11 @@ from pin_chessboard_pipelines.runtime.embedded import (
     stop_postgres,
     wait_for_port,
 )
-from pin_chessboard_pipelines.runtime.services import embedded_pg_dir, prepare_dagster_home
+from pin_chessboard_pipelines.runtime.services import (
+    embedded_database_url,
+    embedded_pg_dir,
+    prepare_dagster_home,
+)
 from pin_chessboard_pipelines.settings import PROJECT_ROOT, Settings, load_settings, redact_url
 from pin_chessboard_pipelines.store.migrate import upgrade
 
@@ -108,7 +112,9 @@ def start_services(settings: Settings, stack: Stack, dataset: str) -> None:
             say("stopped PostgreSQL")
 
         stack.on_stop.append(stop_embedded_postgres)
-    prepare_dagster_home(settings)  # starts the embedded PostgreSQL if needed, creates `dagster`
+        # the one place that starts it; every process started from here gets its URL
+        os.environ["CHESSBOARD_DATABASE_URL"] = embedded_database_url(settings)
+    prepare_dagster_home(load_settings())  # creates `dagster` on the chessboard's server if missing
     url = os.environ["CHESSBOARD_DATABASE_URL"]
     upgrade(url)
     say(f"PostgreSQL  {redact_url(url)} (migrated)")

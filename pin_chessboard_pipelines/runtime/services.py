@@ -6,7 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
-from pin_chessboard_pipelines.runtime.embedded import ensure_database, start_postgres
+from pin_chessboard_pipelines.errors import ConfigError
+from pin_chessboard_pipelines.runtime.embedded import ensure_database, running_postgres, start_postgres
 from pin_chessboard_pipelines.settings import PROJECT_ROOT, Settings
 from pin_chessboard_pipelines.store.engine import sqlalchemy_url, with_database
 
@@ -18,10 +19,27 @@ def embedded_pg_dir(settings: Settings) -> Path:
     return settings.state_dir / "pgdata"
 
 
+def missing_database_url() -> ConfigError:
+    return ConfigError(
+        "CHESSBOARD_DATABASE_URL is not set: expected a postgresql:// URL of the chessboard store"
+    )
+
+
 def database_url(settings: Settings) -> str:
-    """CHESSBOARD_DATABASE_URL, or the embedded PostgreSQL's `chessboard` database (started if needed)."""
+    """CHESSBOARD_DATABASE_URL, or the `chessboard` database of the embedded PostgreSQL that a running
+    `make demo` / `pin-chessboard dev` keeps in <state dir>/pgdata (README "Configuration"): attached
+    to, never started. Neither: ConfigError (one line, exit 2)."""
     if settings.database_url:
         return settings.database_url
+    running = running_postgres(embedded_pg_dir(settings))
+    if running is None:
+        raise missing_database_url()
+    return with_database(running, CHESSBOARD_DB)
+
+
+def embedded_database_url(settings: Settings) -> str:
+    """The embedded PostgreSQL's `chessboard` database, the server started if needed and the
+    database created if missing: `pin-chessboard dev` only."""
     return ensure_database(start_postgres(embedded_pg_dir(settings)), CHESSBOARD_DB)
 
 

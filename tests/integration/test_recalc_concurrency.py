@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import sqlalchemy as sa
 
@@ -11,6 +10,7 @@ from pin_chessboard_pipelines.events.payloads import PROJECT_UPSERTED, topic_of
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason
 from pin_chessboard_pipelines.recalc.drain import drain
 from pin_chessboard_pipelines.recalc.queue import enqueue_recalc
+from tests.support.polling import wait_until
 from tests.support.recalc_data import StoreBuilder, outbox, queue, standard_project
 
 
@@ -101,20 +101,20 @@ def test_request_during_drain_waits_and_inserts_a_fresh_row(engine):
 
     drainer = threading.Thread(target=drain_then_flag)
     drainer.start()
-    # wait until the drain holds the queue row
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def drain_holds_the_row() -> bool:
         with engine.connect() as conn:
-            locked = conn.execute(
-                sa.text(
-                    "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
-                    "WHERE c.relname = 'projects' AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()"
-                )
-            ).scalar()
-        if locked:
-            break
-        time.sleep(0.01)
-    started = time.monotonic()
+            return bool(
+                conn.execute(
+                    sa.text(
+                        "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                        "WHERE c.relname = 'projects' AND l.mode = 'RowExclusiveLock' "
+                        "AND l.pid <> pg_backend_pid()"
+                    )
+                ).scalar()
+            )
+
+    wait_until(drain_holds_the_row, 60, "the drain's lock on the project")  # it holds the queue row
     with engine.begin() as conn:
         enqueue_recalc(
             conn,
@@ -123,12 +123,11 @@ def test_request_during_drain_waits_and_inserts_a_fresh_row(engine):
             debounce_seconds=30,
             cap_seconds=300,
         )
-    waited = time.monotonic() - started
-    drainer.join(timeout=30)
+    drainer.join(timeout=60)
     assert drained.is_set()
     with engine.connect() as conn:
         row = queue(conn)[project.id]
     # the request waited for the drain's commit, was not lost and did not merge into the drained row
-    assert waited >= 0.1
+    # (RequestedCount 7 + 1 had it not waited)
     assert row["requested_count"] == 1
     assert row["last_reason"] == "PropertyObjectUpserted"

@@ -286,28 +286,38 @@ def test_sensor_replaces_a_run_that_ended_early_in_its_slot(db_url, engine):
 
 
 def test_long_lived_drain_takes_rows_as_they_fall_due_until_its_slot_ends(db_url, engine):
+    """Each row is requested only once the drain took the one before, due 0.3 s later: the same run
+    takes it in a pass of its own, never before its DueAt, and stops when its slot ends. The slot
+    ends (the run's clock jumps to it) once the third row is taken, whatever the machine's speed;
+    how soon after DueAt a row is taken is a figure of benchmarks/recalc_lag_daemon.py."""
     from pin_chessboard_pipelines.recalc.drain import drain_until
 
+    due_in = 0.3
     with engine.begin() as conn:
         b = StoreBuilder(conn)
         projects = [standard_project(b) for _ in range(3)]
-        for i, p in enumerate(projects):
-            b.request(p, due_in_seconds=0.5 + i)
-    lateness: list[float] = []
+        b.request(projects[0], due_in_seconds=due_in)
+    lags: list[float] = []
+    slot_over = threading.Event()
+    ends_at = time.time() + 600  # a generous deadline; the slot ends with the third row
 
     def after_pass(result) -> None:
-        lateness.extend(result.lags)
+        lags.extend(result.lags)
+        if len(lags) < len(projects):
+            with engine.begin() as conn:
+                StoreBuilder(conn).request(projects[len(lags)], due_in_seconds=due_in)
+        else:
+            slot_over.set()
 
-    started = time.time()
-    result = drain_until(engine, ends_at=started + 4, poll_seconds=0.5, after_pass=after_pass)
-    assert 3.9 < time.time() - started < 6
+    def clock() -> float:
+        return ends_at if slot_over.is_set() else time.time()
+
+    result = drain_until(engine, ends_at=ends_at, poll_seconds=0.5, after_pass=after_pass, clock=clock)
     assert result.recalculated == 3 and result.stopped is StopReason.LIFETIME and result.passes == 3
     with engine.connect() as conn:
         assert queue(conn) == {}
-    # first request -> commit: each row is taken within a poll of its DueAt (0.5, 1.5, 2.5 s)
-    assert [
-        round(lag - due, 1) < 0.6 for lag, due in zip(sorted(lateness), [0.5, 1.5, 2.5], strict=True)
-    ] == [True] * 3
+    # first request -> commit: none was taken before its DueAt
+    assert len(lags) == 3 and min(lags) >= due_in - 0.01
 
 
 def test_a_drain_run_that_starts_after_its_slot_still_drains_what_is_due(db_url, engine):

@@ -143,13 +143,11 @@ def test_latency_knob_delays_each_request(talent_sim, http):
     assert time.monotonic() - started >= 0.15
 
 
-def test_a_2000_item_page_is_served_quickly(talent_sim, http):
+def test_a_2000_item_page_of_the_1m_dataset_is_served(talent_sim, http):
+    """How fast: benchmarks/sim_memory.py prints the objects/s of 2000-item pages."""
     server = talent_sim(DatasetSpec.preset("1m"))
-    http.get(f"{server.url}/api/v1/property-objects", params={"limit": 2000})  # warm up
-    started = time.perf_counter()
     body = http.get(f"{server.url}/api/v1/property-objects", params={"limit": 2000}).json()
     assert len(body["items"]) == 2000
-    assert time.perf_counter() - started < 0.5  # ~20 ms on a laptop; generous for loaded CI
 
 
 # --- CLI ------------------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ class GraphQLError(AssertionError):
 class DagsterGraphQL:
     """The webserver's /graphql endpoint (dagster-graphql's schema), a few calls tests need."""
 
-    def __init__(self, base_url: str, timeout: float = 30.0) -> None:
+    def __init__(self, base_url: str, timeout: float = 90.0) -> None:
         self.url = f"{base_url}/graphql"
         self.timeout = timeout
         self.session = requests.Session()
