@@ -286,18 +286,7 @@ class ImportSession:
         Cancelled with its counters, its held recalc requests due. None when it had ended."""
         if self.run is None:
             return None
-
-        def end_run() -> runs.Row | None:
-            with self.engine.begin() as conn:
-                release_import_requests(
-                    conn,
-                    self.run_id,
-                    debounce_seconds=self.options.debounce_seconds,
-                    cap_seconds=self.options.cap_seconds,
-                )
-                return runs.end_running_run(conn, self.run_id, status, error)
-
-        row = Retrier(self.options.page_retry_seconds, fields=self.log_fields)("end the run", end_run)
+        row = self._write_end(status, error, if_running=True)
         if row is not None:
             self.run = row
             log_event(
@@ -309,22 +298,27 @@ class ImportSession:
             )
         return row
 
-    def finish(self, status: RunStatus, error: str | None = None) -> TalentInitialImportResult:
-        """Run row -> Completed / Failed / Cancelled with its stage counters summed from the pages."""
+    def _write_end(self, status: RunStatus, error: str | None, *, if_running: bool) -> runs.Row | None:
+        """The run row's end and its held recalc requests released (due: one per touched project),
+        in one transaction; a database that restarts meanwhile is waited for."""
 
-        def finish_run() -> runs.Row:
+        def write() -> runs.Row | None:
             with self.engine.begin() as conn:
-                # the run's held recalc requests become due: one per touched project, after the run
                 release_import_requests(
                     conn,
                     self.run_id,
                     debounce_seconds=self.options.debounce_seconds,
                     cap_seconds=self.options.cap_seconds,
                 )
-                return runs.finish_run(conn, self.run_id, status, error)
+                end = runs.end_running_run if if_running else runs.finish_run
+                return end(conn, self.run_id, status, error)
 
-        # the run row must say how it ended: a database that restarts meanwhile is waited for
-        row = Retrier(self.options.page_retry_seconds, fields=self.log_fields)("finish the run", finish_run)
+        return Retrier(self.options.page_retry_seconds, fields=self.log_fields)("end the run", write)
+
+    def finish(self, status: RunStatus, error: str | None = None) -> TalentInitialImportResult:
+        """Run row -> Completed / Failed / Cancelled with its stage counters summed from the pages."""
+        row = self._write_end(status, error, if_running=False)
+        assert row is not None
         self.run = row
         if status == RunStatus.COMPLETED:
             self._hand_over()
