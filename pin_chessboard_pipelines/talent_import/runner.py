@@ -72,7 +72,7 @@ class ImportSession:
         self.handbook: Handbook | None = None
         self.dry_run_state = DryRunState() if request.dry_run else None
         self.reports: dict[str, StageReport] = {}
-        self.walker = True  # False: a worker that joined someone else's run (no lock, no walk)
+        self.walker = True  # whether this process may walk (it still needs the stage's walk lock)
         # while this process holds the import (the CLI waits for its Dagster run meanwhile)
         self._heartbeat: page_worker.Heartbeat | None = None
         # the root span of this process's share of the run (README "Traces"): open() to close()
@@ -82,12 +82,12 @@ class ImportSession:
 
     @property
     def run_row(self) -> runs.Row:
-        assert self.run is not None, "open() or attach() first"
+        assert self.run is not None, "open() or join() first"
         return self.run
 
     @property
     def loaded_handbook(self) -> Handbook:
-        assert self.handbook is not None, "open() or attach() first"
+        assert self.handbook is not None, "open() or join() first"
         return self.handbook
 
     @property
@@ -236,34 +236,16 @@ class ImportSession:
                 raise RunEnded(row["status"], row["error"])
         return self.open(keep_lock=False)
 
-    def attach(self, run_id: UUID) -> ImportSession:
-        """Join a run another process holds, as extra page workers (no lock, no walk)."""
-        with self.engine.connect() as conn:
-            self.run = runs.get_run(conn, run_id)
-            if self.run is None:
-                raise ValueError(f"no import run {run_id}")
-            self.handbook = load_handbook(conn)
-        self.walker = False
-        self._load_dry_run_state()
-        self._start_trace()
-        return self
-
     def _load_dry_run_state(self) -> None:
         """A DryRun's view of what its earlier stages 'applied' (each stage may run in another process)."""
-        if self.dry_run_state is None:
-            return
-        with self.engine.connect() as conn:
-            states = runs.dry_run_states(conn, self.run_id)
-        latest = [stage.stage for stage in ENTITIES if stage.stage in states]
-        if latest:
-            self.dry_run_state = DryRunState.from_json(states[latest[-1]])
+        if self.dry_run_state is not None:
+            with self.engine.connect() as conn:
+                self.dry_run_state = runs.latest_dry_run_state(conn, self.run_id) or self.dry_run_state
 
     def save_dry_run_state(self, stage: Entity) -> None:
-        if self.dry_run_state is None:
-            return
-        state = self.dry_run_state.to_json()
-        with self.engine.begin() as conn:
-            runs.save_dry_run_state(conn, self.run_id, stage.stage, state)
+        if self.dry_run_state is not None:
+            with self.engine.begin() as conn:
+                runs.save_dry_run_state(conn, self.run_id, stage.stage, self.dry_run_state.to_json())
 
     def _start_trace(self) -> None:
         """The import run span; its trace id follows the CorrelationId, so a resumed run (another

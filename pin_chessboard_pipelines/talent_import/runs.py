@@ -13,9 +13,9 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection, RowMapping
 
-from pin_chessboard_pipelines.entities import DEVELOPER, pin_id
+from pin_chessboard_pipelines.entities import DEVELOPER, ENTITIES, pin_id
 from pin_chessboard_pipelines.recalc.queue import release_import_requests
-from pin_chessboard_pipelines.replica.apply import ApplyResult
+from pin_chessboard_pipelines.replica.apply import ApplyResult, DryRunState
 from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.talent_import.request import (
     PageStatus,
@@ -195,11 +195,14 @@ def save_dry_run_state(conn: Connection, run_id: uuid.UUID, stage: str, state: d
     conn.execute(_q("save_dry_run_state"), {"run_id": run_id, "stage": stage, "state": json.dumps(state)})
 
 
-def dry_run_states(conn: Connection, run_id: uuid.UUID) -> dict[str, dict]:
-    return {
+def latest_dry_run_state(conn: Connection, run_id: uuid.UUID) -> DryRunState | None:
+    """The DryRun's view after its latest stage (each stage saves the whole view), None before any."""
+    states = {
         row["stage"]: row["state"]
         for row in conn.execute(_q("dry_run_states"), {"run_id": run_id}).mappings()
     }
+    latest = [stage.stage for stage in ENTITIES if stage.stage in states]
+    return DryRunState.from_json(states[latest[-1]]) if latest else None
 
 
 @dataclass(frozen=True)

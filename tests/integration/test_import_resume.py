@@ -175,12 +175,12 @@ def test_an_expired_lease_is_reclaimed_and_the_old_claim_cannot_finish(db_url, e
     joined = ImportSession(
         db_url, request, ApiPullSource(sim.url, client_options=CLIENT), options=FAST, apply=ProbeApply()
     )
-    report = joined.attach(run["id"]).run_stage(DEVELOPER)
+    report = joined.join().run_stage(DEVELOPER)  # the Running row of its correlation id
     assert not report.cancelled and report.pages_processed == 2
     assert page_statuses(engine, run["id"])["Developers"] == ["Done", "Done"]
 
 
-def test_workers_of_two_processes_on_one_stage_never_apply_a_page_twice(db_url, engine, talent_sim):
+def test_workers_of_two_sessions_on_one_stage_never_apply_a_page_twice(db_url, engine, talent_sim):
     create_probe_tables(engine)
     spec = DatasetSpec(developers=2, projects_per_developer=5, objects_per_project=40)
     sim = talent_sim(spec)
@@ -191,11 +191,12 @@ def test_workers_of_two_processes_on_one_stage_never_apply_a_page_twice(db_url, 
     holder.open()
     for stage in ENTITIES[:-1]:
         holder.run_stage(stage)
-    # a second "process": its own session attached to the run, its own threads, no shared memory
+    # a second session (what another process does): rebuilt from the run row, its own threads and
+    # source; the two share nothing but the pages (real processes: tests/e2e/test_import_processes.py)
     joined = ImportSession(
         db_url, request, ApiPullSource(sim.url, client_options=CLIENT), options=FAST, apply=ProbeApply()
     )
-    joined.attach(holder.run_id)
+    joined.join()
     reports = {}
     other = threading.Thread(target=lambda: reports.setdefault("joined", joined.run_stage(PROPERTY_OBJECT)))
     other.start()
