@@ -93,45 +93,16 @@ def replay_failed(
                 result.status = "Cancelled"
                 break
             quarantined = _quarantined(engine, entity, run_id)
-            if not quarantined:
-                continue
-            items = _read_again(client, entity, quarantined)
-            found = {str(item.get("id")).lower() for item in items}
-            reread = [q for q in quarantined if q.external_id.lower() in found]
-            result.missing += len(quarantined) - len(reread)
-            ctx = ApplyContext(
-                correlation_id=correlation_id,
-                handbook=handbook,
-                debounce_seconds=debounce_seconds,
-                cap_seconds=cap_seconds,
-                run_id=run_id or _single_run(reread),
-                stage=entity.stage,
-            )
-            with engine.begin() as conn:
-                applied = apply_snapshots(conn, entity.name, items, ctx)
-                conn.execute(
-                    sa.text("DELETE FROM chessboard.talent_import_failed_items WHERE id = ANY(:ids)"),
-                    {"ids": [q.row_id for q in reread]},
+            if quarantined:
+                ctx = ApplyContext(
+                    correlation_id=correlation_id,
+                    handbook=handbook,
+                    debounce_seconds=debounce_seconds,
+                    cap_seconds=cap_seconds,
+                    run_id=run_id,
+                    stage=entity.stage,
                 )
-            result.removed += len(reread)
-            result.stages[entity.stage] = StageCounters(
-                planned=applied.planned,
-                applied=applied.applied,
-                skipped=applied.skipped,
-                failed=applied.failed,
-            )
-            log_event(
-                log,
-                logging.INFO,
-                "quarantine-replayed",
-                Stage=entity.stage,
-                CorrelationId=correlation_id,
-                Quarantined=len(quarantined),
-                ReadAgain=len(reread),
-                Applied=applied.applied,
-                Skipped=applied.skipped,
-                FailedAgain=applied.failed,
-            )
+                _replay_entity(engine, client, entity, quarantined, ctx, result)
     result.duration_seconds = time.monotonic() - started
     return result
 
@@ -196,3 +167,42 @@ def _listing(
         if page.next_cursor is None:
             return
         cursor = page.next_cursor
+
+
+def _replay_entity(
+    engine: Engine,
+    client: TalentApiClient,
+    entity: Entity,
+    quarantined: list,
+    ctx: ApplyContext,
+    result: ReplayResult,
+) -> None:
+    """One entity's quarantined items read again, applied and (those Talent still lists) removed
+    from the quarantine, in one transaction."""
+    items = _read_again(client, entity, quarantined)
+    found = {str(item.get("id")).lower() for item in items}
+    reread = [q for q in quarantined if q.external_id.lower() in found]
+    result.missing += len(quarantined) - len(reread)
+    ctx.run_id = ctx.run_id or _single_run(reread)
+    with engine.begin() as conn:
+        applied = apply_snapshots(conn, entity.name, items, ctx)
+        conn.execute(
+            sa.text("DELETE FROM chessboard.talent_import_failed_items WHERE id = ANY(:ids)"),
+            {"ids": [q.row_id for q in reread]},
+        )
+    result.removed += len(reread)
+    result.stages[entity.stage] = StageCounters(
+        planned=applied.planned, applied=applied.applied, skipped=applied.skipped, failed=applied.failed
+    )
+    log_event(
+        log,
+        logging.INFO,
+        "quarantine-replayed",
+        Stage=entity.stage,
+        CorrelationId=ctx.correlation_id,
+        Quarantined=len(quarantined),
+        ReadAgain=len(reread),
+        ItemsApplied=applied.applied,
+        ItemsSkipped=applied.skipped,
+        ItemsFailed=applied.failed,
+    )

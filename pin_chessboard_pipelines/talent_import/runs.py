@@ -111,28 +111,9 @@ def start_or_resume_run(
                 debounce_seconds,
                 cap_seconds,
             )
-    queries_of_earlier = ("latest_run_of_correlation", "latest_run")
-    for name in queries_of_earlier if resumable is None else ():
-        earlier = conn.execute(_q(name), {"correlation_id": request.correlation_id}).mappings().first()
-        if (
-            earlier is not None
-            and earlier["status"] in (RunStatus.FAILED.value, RunStatus.CANCELLED.value)
-            and _same_request(earlier, request)
-        ):
-            resumable = earlier
-            break
+    resumable = resumable or _ended_run_to_resume(conn, request)
     if resumable is not None:
-        if resumable["dry_run"]:  # a DryRun walks again from the start, with an empty view
-            conn.execute(_q("delete_dry_run_states"), {"run_id": resumable["id"]})
-            conn.execute(_q("delete_pages"), {"run_id": resumable["id"]})
-        else:
-            conn.execute(_q("reopen_pages"), {"run_id": resumable["id"]})
-        row = (
-            conn.execute(_q("resume_run"), {"run_id": resumable["id"], "dagster_run_id": dagster_run_id})
-            .mappings()
-            .one()
-        )
-        return row, True
+        return _resume(conn, resumable, dagster_run_id), True
     row = (
         conn.execute(
             _q("insert_run"),
@@ -152,6 +133,34 @@ def start_or_resume_run(
         .one()
     )
     return row, False
+
+
+def _ended_run_to_resume(conn: Connection, request: TalentInitialImportRequest) -> Row | None:
+    """A Failed or Cancelled run of the same request: this correlation id's, else the latest run."""
+    for name in ("latest_run_of_correlation", "latest_run"):
+        earlier = conn.execute(_q(name), {"correlation_id": request.correlation_id}).mappings().first()
+        if (
+            earlier is not None
+            and earlier["status"] in (RunStatus.FAILED.value, RunStatus.CANCELLED.value)
+            and _same_request(earlier, request)
+        ):
+            return earlier
+    return None
+
+
+def _resume(conn: Connection, run: Row, dagster_run_id: str | None) -> Row:
+    """Running again: its unfinished pages Pending (a DryRun walks again from the start, with an
+    empty view), the Dagster run that works on it now."""
+    if run["dry_run"]:
+        conn.execute(_q("delete_dry_run_states"), {"run_id": run["id"]})
+        conn.execute(_q("delete_pages"), {"run_id": run["id"]})
+    else:
+        conn.execute(_q("reopen_pages"), {"run_id": run["id"]})
+    return (
+        conn.execute(_q("resume_run"), {"run_id": run["id"], "dagster_run_id": dagster_run_id})
+        .mappings()
+        .one()
+    )
 
 
 def finish_run(conn: Connection, run_id: uuid.UUID, status: RunStatus, error: str | None = None) -> Row:

@@ -159,6 +159,7 @@ class StageWalker:
         self.session = work.session
         self.stage = work.stage
         self.options = work.options
+        self._page_no = 0  # the page the walk records next
 
     def run(self) -> None:
         """Walks while it holds the stage's walk lock: one walker per stage in the whole cluster; when
@@ -193,7 +194,7 @@ class StageWalker:
 
     def _walk_scope(self, scope_key: str) -> bool:
         """False when the walk stopped early (cancelled or failed)."""
-        work, session, stage = self.work, self.session, self.stage
+        work, stage = self.work, self.stage
         failures = FailureStreak(work.policy)
         while not work.stopping():
             try:
@@ -202,81 +203,82 @@ class StageWalker:
                 return False
             if last is not None and last["is_last"]:
                 return True
-            page_no = 0 if last is None else last["page_no"] + 1
-            start = None if last is None else last["next_cursor"]
-            walked = 0
+            self._page_no = 0 if last is None else last["page_no"] + 1
             try:
-                for planned in session.source.plan_pages(
-                    stage, Scope.from_key(scope_key), page_size=session.page_size, start=start
-                ):
-                    items = planned.items
-                    with session.engine.begin() as conn:
-                        page_id = runs.insert_page(
-                            conn,
-                            session.run_id,
-                            stage.stage,
-                            scope_key,
-                            page_no,
-                            planned.cursor,
-                            planned.next_cursor,
-                            len(items) if items is not None else 0,
-                            planned_by=work.claimed_by,
-                        )
-                    if page_id is not None:
-                        IMPORT_PAGES.labels(stage.stage, "Planned").inc()
-                        if items is not None:
-                            work.cache.put(page_id, items, work.stopping, self._claimed_elsewhere)
-                        work.notify()
-                    page_no += 1
-                    walked += 1
-                    failures.reset()
-                    if work.stopping():
-                        return False
-                if walked == 0:  # a source that yields nothing still ends its walk with an empty page
-                    with session.engine.begin() as conn:
-                        page_id = runs.insert_page(
-                            conn,
-                            session.run_id,
-                            stage.stage,
-                            scope_key,
-                            page_no,
-                            start,
-                            None,
-                            0,
-                            planned_by=work.claimed_by,
-                        )
-                    if page_id is not None:
-                        work.cache.put(page_id, [], work.stopping, self._claimed_elsewhere)
-                        work.notify()
-                return True
+                return self._walk_from(scope_key, None if last is None else last["next_cursor"], failures)
             except (TalentCancelled, RetryStopped):
                 return False
             except TalentPermanentError as e:
                 raise StageFailed(f"stage {stage.stage}: planning failed: {e}") from None
             except Exception as e:
-                decision = failures.decide(e)  # the page workers' policy
-                wait, reason = decision.wait, decision.reason
-                IMPORT_PAGES.labels(stage.stage, "Failed").inc()
-                log_event(
-                    log,
-                    logging.WARNING,
-                    "page-failed" if wait is None else "page-retry",
-                    **session.log_fields(stage.stage, page_no),
-                    Scope=scope_key or "all",
-                    Planning=True,
-                    Attempt=failures.attempt,
-                    Reason=reason,
-                    **({} if wait is None else {"WaitSeconds": f"{wait:.1f}"}),
-                    Error=repr(error_line(e)),
-                )
-                if wait is None:
-                    spent = f" over {failures.elapsed:.0f}s" if reason != PERMANENT else ""
-                    raise StageFailed(
-                        f"stage {stage.stage}: planning page {page_no} failed {failures.attempt} time(s){spent}: "
-                        f"{error_line(e)}"
-                    ) from None
-                work.sleep(wait)
+                self._walk_failed(scope_key, failures, e)
         return False
+
+    def _walk_from(self, scope_key: str, start: str | None, failures: FailureStreak) -> bool:
+        """Records the listing's pages from `start` on; False when stopped on the way."""
+        session, stage, work = self.session, self.stage, self.work
+        walked = 0
+        for planned in session.source.plan_pages(
+            stage, Scope.from_key(scope_key), page_size=session.page_size, start=start
+        ):
+            self._record(scope_key, planned.cursor, planned.next_cursor, planned.items)
+            self._page_no += 1
+            walked += 1
+            failures.reset()
+            if work.stopping():
+                return False
+        if walked == 0:  # a source that yields nothing still ends its walk with an empty page
+            self._record(scope_key, start, None, [])
+        return True
+
+    def _record(
+        self, scope_key: str, cursor: str | None, next_cursor: str | None, items: list | None
+    ) -> None:
+        """A planned page (Pending); the items the walk read go to this process's workers."""
+        session, stage, work = self.session, self.stage, self.work
+        with session.engine.begin() as conn:
+            page_id = runs.insert_page(
+                conn,
+                session.run_id,
+                stage.stage,
+                scope_key,
+                self._page_no,
+                cursor,
+                next_cursor,
+                len(items) if items is not None else 0,
+                planned_by=work.claimed_by,
+            )
+        if page_id is not None:
+            IMPORT_PAGES.labels(stage.stage, "Planned").inc()
+            if items is not None:
+                work.cache.put(page_id, items, work.stopping, self._claimed_elsewhere)
+            work.notify()
+
+    def _walk_failed(self, scope_key: str, failures: FailureStreak, error: Exception) -> None:
+        """A failed listing read: waits as the policy says, or fails the stage when it gives up."""
+        session, stage = self.session, self.stage
+        decision = failures.decide(error)  # the page workers' policy
+        wait, reason = decision.wait, decision.reason
+        IMPORT_PAGES.labels(stage.stage, "Failed").inc()
+        log_event(
+            log,
+            logging.WARNING,
+            "page-failed" if wait is None else "page-retry",
+            **session.log_fields(stage.stage, self._page_no),
+            Scope=scope_key or "all",
+            Planning=True,
+            Attempt=failures.attempt,
+            Reason=reason,
+            **({} if wait is None else {"WaitSeconds": f"{wait:.1f}"}),
+            Error=repr(error_line(error)),
+        )
+        if wait is None:
+            spent = f" over {failures.elapsed:.0f}s" if reason != PERMANENT else ""
+            raise StageFailed(
+                f"stage {stage.stage}: planning page {self._page_no} failed {failures.attempt} time(s)"
+                f"{spent}: {error_line(error)}"
+            ) from None
+        self.work.sleep(wait)
 
     def _last_planned(self, scope_key: str) -> runs.Row | None:
         with self.session.engine.connect() as conn:
