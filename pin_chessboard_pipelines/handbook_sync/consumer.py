@@ -45,7 +45,7 @@ from pin_chessboard_pipelines.handbook_sync.values import (
     decode,
     newest,
 )
-from pin_chessboard_pipelines.observability.logs import log_event
+from pin_chessboard_pipelines.observability.logs import counters, log_event
 from pin_chessboard_pipelines.observability.metrics import (
     HANDBOOK_REPUBLISH_BATCH_DURATION,
     HANDBOOK_REPUBLISHED,
@@ -94,25 +94,7 @@ class HandbookSyncResult:
     renames: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "batches": self.batches,
-            "messages": self.messages,
-            "tombstones": self.tombstones,
-            "applied": self.applied,
-            "skipped": self.skipped,
-            "failed": self.failed,
-            "created": self.created,
-            "renamed": self.renamed,
-            "republished": self.republished,
-            "republishBatches": self.republish_batches,
-            "longestTransactionSeconds": round(self.longest_transaction_seconds, 3),
-            "handbookTransactionSeconds": round(self.handbook_transaction_seconds, 3),
-            "published": self.published,
-            "retries": self.retries,
-            "seconds": round(self.seconds, 3),
-            "stopped": self.stopped,
-            "renames": self.renames,
-        }
+        return counters(self)
 
 
 class HandbookSyncFailed(Exception):
