@@ -4,6 +4,7 @@ of their topics, the lag of their group, and the offsets of a poll batch.
 - `check_partitions`: every partition of `topics`, or a refusal (CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE)
   when the broker does not answer or a topic is missing.
 - `group_lag`: messages after a consumer group's committed offsets.
+- `group_consumer`: the consumer of a group that commits its offsets itself.
 - `poll_batch` / `rewind` / `commit_batch`: one poll batch, read again from its first offsets, or
   committed after its transaction (a failed commit only means the batch comes again).
 - `partition_lag`: messages after the consumer's position (else its committed offset) per partition.
@@ -76,6 +77,22 @@ def group_lag(
         low, end = ends[(tp.topic, tp.partition)]
         lag += max(0, end - max(low, tp.offset))
     return lag
+
+
+def group_consumer(bootstrap_servers: str, group_id: str, client_id: str) -> Consumer:
+    """A consumer of `group_id` that commits only what the caller commits (earliest offset where
+    the group has none); the caller assigns its partitions."""
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": group_id,
+            "client.id": client_id,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            "fetch.wait.max.ms": 100,
+        }
+    )
 
 
 def poll_batch(consumer: Consumer, size: int, timeout: float, error_event: str) -> list[Any]:

@@ -29,6 +29,7 @@ from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, SYNC_VALIDATION_FAIL
 from pin_chessboard_pipelines.events.consume import (
     check_partitions,
     commit_batch,
+    group_consumer,
     group_lag,
     partition_lag,
     poll_batch,
@@ -175,16 +176,8 @@ class HandbookSync:
         try:
             self._assigned = sorted(check_handbook_topics(self.bootstrap_servers, self._probe, self.timeout))
             self._relay = OutboxRelay(self.engine, self.bootstrap_servers) if self.relay_events else None
-            self._consumer = Consumer(
-                {
-                    "bootstrap.servers": self.bootstrap_servers,
-                    "group.id": self.group_id,
-                    "client.id": "pin-chessboard-handbook-sync",
-                    "enable.auto.commit": False,
-                    "auto.offset.reset": "earliest",
-                    "session.timeout.ms": 6000,
-                    "fetch.wait.max.ms": 100,
-                }
+            self._consumer = group_consumer(
+                self.bootstrap_servers, self.group_id, "pin-chessboard-handbook-sync"
             )
             self._consumer.assign([TopicPartition(t, p, OFFSET_STORED) for t, p in self._assigned])
             self._loop(result, until_idle, idle_seconds, stopper)

@@ -42,6 +42,7 @@ from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused, error_line
 from pin_chessboard_pipelines.events.consume import (
     commit_batch,
+    group_consumer,
     partition_lag,
     poll_batch,
     relay_fast_path,
@@ -166,16 +167,8 @@ class TalentSync:
                 )
                 for stage in ENTITIES
             }
-            consumer = self._consumer = Consumer(
-                {
-                    "bootstrap.servers": self.bootstrap_servers,
-                    "group.id": self.group_id,
-                    "client.id": "pin-chessboard-talent-sync",
-                    "enable.auto.commit": False,
-                    "auto.offset.reset": "earliest",
-                    "session.timeout.ms": 6000,
-                    "fetch.wait.max.ms": 100,
-                }
+            consumer = self._consumer = group_consumer(
+                self.bootstrap_servers, self.group_id, "pin-chessboard-talent-sync"
             )
             # every partition, from the group's committed offsets (earliest where there is none)
             consumer.assign([TopicPartition(t, p, OFFSET_STORED) for t, p in sorted(self._assigned)])
