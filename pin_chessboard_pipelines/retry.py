@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pin_chessboard_pipelines.errors import error_line
+from pin_chessboard_pipelines.errors import Refused, error_line
 from pin_chessboard_pipelines.observability.logs import log_event
 
 log = logging.getLogger(__name__)
@@ -357,6 +357,16 @@ class FailurePolicy:
         return RetryDecision(backoff.delay(attempt), PERMANENT)
 
 
+def sync_policy(retry_seconds: float = 600.0, attempts: int = 5, initial: float = 0.5) -> FailurePolicy:
+    """The failure policy of a consumer's poll batch (talent-sync, handbook-sync): transient
+    failures (the store restarting, a connection lost) back off from `initial` for up to
+    `retry_seconds` (CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS, as the import); any other error gets
+    `attempts` attempts; a refusal none."""
+    return FailurePolicy(
+        budget_seconds=retry_seconds, initial=initial, attempts=attempts, permanent=(Refused,)
+    )
+
+
 class FailureStreak:
     """The consecutive failures of one work item under `policy`: counts the attempts and the time
     since the first failure, for loops that wait in their own way (between passes, per batch)."""
@@ -383,6 +393,26 @@ class FailureStreak:
         """The work item succeeded: the next failure starts a new streak."""
         self.attempt = 0
         self._first = None
+
+
+def wait_after_failure(
+    streak: FailureStreak, error: BaseException, stopper: Stopper, event: str, logger: logging.Logger = log
+) -> RetryDecision:
+    """One more failure of `streak`: unless the policy gives up, logs the wait (log event
+    `event`) and sleeps it through `stopper`. Returns the decision (`give_up`: nothing slept)."""
+    decision = streak.decide(error)
+    if decision.wait is not None:
+        log_event(
+            logger,
+            logging.WARNING,
+            event,
+            Reason=decision.reason,
+            Attempt=streak.attempt,
+            WaitSeconds=f"{decision.wait:.1f}",
+            Error=repr(error_line(error)),
+        )
+        stopper.sleep(decision.wait)
+    return decision
 
 
 class RetryStopped(Exception):

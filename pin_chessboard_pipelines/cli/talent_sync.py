@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import argparse
 
-from pin_chessboard_pipelines.cli.arguments import positive_seconds
+from pin_chessboard_pipelines.cli.arguments import add_consumer_parser, consumer_job_config
 from pin_chessboard_pipelines.errors import Refused
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    sync = subparsers.add_parser(
-        "talent-sync", help="streaming consumer of the Talent topics (the sync job, Dagster; Ctrl-C stops)"
+    add_consumer_parser(
+        subparsers,
+        "talent-sync",
+        "streaming consumer of the Talent topics (the sync job, Dagster; Ctrl-C stops)",
+        "stop once every partition is caught up",
+        _sync,
     )
-    sync.add_argument("--until-idle", action="store_true", help="stop once every partition is caught up")
-    sync.add_argument(
-        "--time-budget",
-        type=positive_seconds,
-        default=None,
-        metavar="SECONDS",
-        help="stop after this long (default: never)",
-    )
-    sync.set_defaults(func=_sync)
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -40,5 +35,4 @@ def _sync(args: argparse.Namespace) -> int:
     if sync_running(get_engine(database_url(settings))):
         raise Refused("another talent-sync consumer is running", SYNC_LOCK_HELD)
     check_topics(settings.kafka_bootstrap_servers)
-    config = {"until_idle": bool(args.until_idle), "time_budget_seconds": args.time_budget}
-    return run_job(JOB_NAME, OP_NAME, config, settings)
+    return run_job(JOB_NAME, OP_NAME, consumer_job_config(args), settings)

@@ -22,18 +22,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_STORED, Consumer, TopicPartition
 from sqlalchemy.engine import Engine
 
-from pin_chessboard_pipelines.errors import (
-    IMPORT_SOURCE_UNAVAILABLE,
-    SYNC_LOCK_HELD,
-    SYNC_VALIDATION_FAILED,
-    Refused,
-    error_line,
+from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, SYNC_VALIDATION_FAILED, Refused, error_line
+from pin_chessboard_pipelines.events.consume import (
+    check_partitions,
+    commit_batch,
+    group_consumer,
+    group_lag,
+    partition_lag,
+    poll_batch,
+    relay_fast_path,
+    rewind,
 )
 from pin_chessboard_pipelines.events.relay import OutboxRelay
-from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
+from pin_chessboard_pipelines.events.topics_admin import probe_consumer
 from pin_chessboard_pipelines.handbook_sync import store
 from pin_chessboard_pipelines.handbook_sync.values import (
     HandbookValue,
@@ -42,7 +46,7 @@ from pin_chessboard_pipelines.handbook_sync.values import (
     decode,
     newest,
 )
-from pin_chessboard_pipelines.observability.logs import log_event
+from pin_chessboard_pipelines.observability.logs import counters, log_event
 from pin_chessboard_pipelines.observability.metrics import (
     HANDBOOK_REPUBLISH_BATCH_DURATION,
     HANDBOOK_REPUBLISHED,
@@ -50,10 +54,23 @@ from pin_chessboard_pipelines.observability.metrics import (
     HANDBOOK_SYNC_MESSAGES,
     IMPORT_FAILED_ITEMS,
 )
+from pin_chessboard_pipelines.retry import (
+    FailurePolicy,
+    FailureStreak,
+    Stopper,
+    StopReason,
+    sync_policy,
+    wait_after_failure,
+)
 from pin_chessboard_pipelines.store.handbook import HANDBOOK_CONSUMER_GROUP, HANDBOOK_TOPICS
 from pin_chessboard_pipelines.store.handbook_replica import HANDBOOK_SYNC_LOCK
 
 log = logging.getLogger(__name__)
+
+# a failing batch is read again as talent-sync's are (retry.py, sync_policy)
+HANDBOOK_SYNC_POLICY = sync_policy()
+# how a run ended, as `stopped` says it
+STOPPED = {StopReason.DONE: "idle", StopReason.TIME_BUDGET: "deadline", StopReason.CANCELLED: "stopped"}
 
 
 @dataclass
@@ -78,25 +95,7 @@ class HandbookSyncResult:
     renames: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "batches": self.batches,
-            "messages": self.messages,
-            "tombstones": self.tombstones,
-            "applied": self.applied,
-            "skipped": self.skipped,
-            "failed": self.failed,
-            "created": self.created,
-            "renamed": self.renamed,
-            "republished": self.republished,
-            "republishBatches": self.republish_batches,
-            "longestTransactionSeconds": round(self.longest_transaction_seconds, 3),
-            "handbookTransactionSeconds": round(self.handbook_transaction_seconds, 3),
-            "published": self.published,
-            "retries": self.retries,
-            "seconds": round(self.seconds, 3),
-            "stopped": self.stopped,
-            "renames": self.renames,
-        }
+        return counters(self)
 
 
 class HandbookSyncFailed(Exception):
@@ -117,8 +116,7 @@ class HandbookSync:
         poll_timeout: float = 0.5,
         correlation_id: str | None = None,
         relay_events: bool = True,
-        max_attempts: int = 5,
-        retry_backoff: float = 0.5,
+        policy: FailurePolicy = HANDBOOK_SYNC_POLICY,
         timeout: float = 30.0,
     ) -> None:
         self.engine = engine
@@ -129,8 +127,7 @@ class HandbookSync:
         self.poll_timeout = poll_timeout
         self.correlation_id = correlation_id or f"handbook-sync:{uuid.uuid4()}"
         self.relay_events = relay_events
-        self.max_attempts = max_attempts
-        self.retry_backoff = retry_backoff
+        self.policy = policy
         self.timeout = timeout
         self._assigned: list[tuple[str, int]] = []
         self._consumer: Consumer | None = None
@@ -148,14 +145,14 @@ class HandbookSync:
         should_stop: Callable[[], bool] | None = None,
     ) -> HandbookSyncResult:
         started = time.monotonic()
+        deadline = None if max_seconds is None else started + max_seconds
+        stopper = Stopper(should_stop, deadline=deadline)
         with self.engine.connect() as raw_lock_conn:
             lock_conn = raw_lock_conn.execution_options(isolation_level="AUTOCOMMIT")
             with HANDBOOK_SYNC_LOCK.held(lock_conn) as taken:
                 if not taken:
                     raise Refused("another handbook-sync consumer is running", SYNC_LOCK_HELD)
-                result = self._run_locked(
-                    until_idle, idle_seconds, max_seconds, should_stop or (lambda: False)
-                )
+                result = self._run_locked(until_idle, idle_seconds, stopper)
         result.seconds = time.monotonic() - started
         log_event(
             log,
@@ -173,28 +170,17 @@ class HandbookSync:
         )
         return result
 
-    def _run_locked(
-        self, until_idle: bool, idle_seconds: float, max_seconds: float | None, stop: Callable[[], bool]
-    ) -> HandbookSyncResult:
-        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    def _run_locked(self, until_idle: bool, idle_seconds: float, stopper: Stopper) -> HandbookSyncResult:
         result = HandbookSyncResult()
         self._probe = probe_consumer(self.bootstrap_servers)
         try:
             self._assigned = sorted(check_handbook_topics(self.bootstrap_servers, self._probe, self.timeout))
             self._relay = OutboxRelay(self.engine, self.bootstrap_servers) if self.relay_events else None
-            self._consumer = Consumer(
-                {
-                    "bootstrap.servers": self.bootstrap_servers,
-                    "group.id": self.group_id,
-                    "client.id": "pin-chessboard-handbook-sync",
-                    "enable.auto.commit": False,
-                    "auto.offset.reset": "earliest",
-                    "session.timeout.ms": 6000,
-                    "fetch.wait.max.ms": 100,
-                }
+            self._consumer = group_consumer(
+                self.bootstrap_servers, self.group_id, "pin-chessboard-handbook-sync"
             )
             self._consumer.assign([TopicPartition(t, p, OFFSET_STORED) for t, p in self._assigned])
-            self._loop(result, until_idle, idle_seconds, deadline, stop)
+            self._loop(result, until_idle, idle_seconds, stopper)
         finally:
             if self._consumer is not None:
                 self._consumer.close()
@@ -207,72 +193,43 @@ class HandbookSync:
         return result
 
     def _loop(
-        self,
-        result: HandbookSyncResult,
-        until_idle: bool,
-        idle_seconds: float,
-        deadline: float | None,
-        stop: Callable[[], bool],
+        self, result: HandbookSyncResult, until_idle: bool, idle_seconds: float, stopper: Stopper
     ) -> None:
         assert self._consumer is not None
-        attempts = 0
+        streak = FailureStreak(self.policy)
         idle_since: float | None = None
-
-        def out_of_time() -> str | None:
-            if stop():
-                return "stopped"
-            if deadline is not None and time.monotonic() >= deadline:
-                return "deadline"
-            return None
-
-        while True:
-            reason = out_of_time()
-            if reason:
-                result.stopped = reason
-                return
+        while not stopper.stopped():
             # a republish left by a stop or a crash goes on before anything new is read
-            if not self._republish_pending(result, out_of_time):
-                result.stopped = out_of_time() or "stopped"
-                return
+            if not self._republish_pending(result, stopper):
+                break
             messages = self._poll()
             if not messages:
                 if until_idle:
                     idle_since = idle_since or time.monotonic()
                     if time.monotonic() - idle_since >= idle_seconds and self._lag() == 0:
-                        result.stopped = "idle"
+                        result.stopped = STOPPED[StopReason.DONE]
                         return
                 continue
             idle_since = None
             try:
                 self._apply(messages, result)
-            except Exception as error:  # roll back, read the batch again, with backoff
-                attempts += 1
+            except Exception as error:  # roll back, read the batch again, as the policy decides
                 result.retries += 1
                 self._rewind(messages)
-                if attempts >= self.max_attempts:
+                if wait_after_failure(streak, error, stopper, "handbook-sync-retry", log).give_up:
                     raise HandbookSyncFailed(
-                        f"a poll batch failed {attempts} times: {error_line(error)}"
+                        f"a poll batch failed {streak.attempt} times: {error_line(error)}"
                     ) from error
-                log.warning("handbook-sync batch failed (attempt %d): %r; retrying", attempts, error)
-                _sleep_unless(self.retry_backoff * 2 ** (attempts - 1), stop)
                 continue
-            attempts = 0
+            streak.reset()
             self._commit(messages)
             result.batches += 1
             self._relay_fast_path(result)
+        result.stopped = STOPPED.get(stopper.reason or StopReason.CANCELLED, "stopped")
 
     def _poll(self) -> list[Any]:
         assert self._consumer is not None
-        messages = []
-        for message in self._consumer.consume(self.batch_size, self.poll_timeout):
-            error = message.error()
-            if error is None:
-                messages.append(message)
-            elif error.fatal():
-                raise KafkaException(error)
-            elif error.code() != KafkaError._PARTITION_EOF:
-                log.warning("handbook-sync consumer: %s", error.str())
-        return messages
+        return poll_batch(self._consumer, self.batch_size, self.poll_timeout, "handbook-sync-consumer-error")
 
     # -- applying -----------------------------------------------------------------------------
 
@@ -354,14 +311,14 @@ class HandbookSync:
         for done in first_batches:
             self._count_batch(done, seconds, result)
 
-    def _republish_pending(self, result: HandbookSyncResult, out_of_time: Callable[[], str | None]) -> bool:
+    def _republish_pending(self, result: HandbookSyncResult, stopper: Stopper) -> bool:
         """Republishes every pending region / city to its end; False when stopped in between."""
         with self.engine.connect() as conn:
             pending = store.pending_republishes(conn)
         for item in pending:
-            attempts = 0
+            streak = FailureStreak(self.policy)
             while True:
-                if out_of_time():
+                if stopper.stopped():
                     return False
                 started = time.perf_counter()
                 try:
@@ -370,16 +327,15 @@ class HandbookSync:
                             conn, item.kind, item.handbook_id, self.republish_batch_size, self.correlation_id
                         )
                 except Exception as error:  # a deadlock with another producer, the database restarting
-                    attempts += 1
                     result.retries += 1
-                    if attempts >= self.max_attempts:
+                    if wait_after_failure(
+                        streak, error, stopper, "handbook-sync-republish-retry", log
+                    ).give_up:
                         raise HandbookSyncFailed(
-                            f"a republish batch failed {attempts} times: {error_line(error)}"
+                            f"a republish batch failed {streak.attempt} times: {error_line(error)}"
                         ) from error
-                    log.warning("handbook-sync republish batch failed (attempt %d): %r", attempts, error)
-                    time.sleep(self.retry_backoff * 2 ** (attempts - 1))
                     continue
-                attempts = 0
+                streak.reset()
                 if done is None:  # a newer rename or another run finished it
                     break
                 self._count_batch(done, time.perf_counter() - started, result)
@@ -418,50 +374,22 @@ class HandbookSync:
             )
 
     def _relay_fast_path(self, result: HandbookSyncResult) -> None:
-        if self._relay is None:
-            return
-        try:  # rows it cannot publish now are the relay sweep's
-            result.published += self._relay.relay_pending().published
-        except Exception as error:
-            log.warning("handbook-sync: relaying the events failed: %r", error)
+        if self._relay is not None:
+            result.published += relay_fast_path(self._relay, "handbook-sync-relay-failed")
 
     # -- offsets ------------------------------------------------------------------------------
 
     def _rewind(self, messages: list[Any]) -> None:
         assert self._consumer is not None
-        first: dict[tuple[str, int], int] = {}
-        for m in messages:
-            key = (m.topic(), m.partition())
-            first[key] = min(first.get(key, m.offset()), m.offset())
-        for (topic, partition), offset in first.items():
-            self._consumer.seek(TopicPartition(topic, partition, offset))
+        rewind(self._consumer, messages)
 
     def _commit(self, messages: list[Any]) -> None:
         assert self._consumer is not None
-        last: dict[tuple[str, int], int] = {}
-        for m in messages:
-            key = (m.topic(), m.partition())
-            last[key] = max(last.get(key, -1), m.offset())
-        try:
-            self._consumer.commit(
-                offsets=[TopicPartition(t, p, o + 1) for (t, p), o in last.items()], asynchronous=False
-            )
-        except KafkaException as error:
-            log.warning("handbook-sync: committing offsets failed (%s); the batch will be read again", error)
+        commit_batch(self._consumer, messages, "handbook-sync-commit-failed")
 
     def _lag(self) -> int:
         assert self._consumer is not None and self._probe is not None
-        ends = end_offsets(self._probe, self._assigned, self.timeout)
-        tps = [TopicPartition(t, p) for t, p in self._assigned]
-        positions = {(tp.topic, tp.partition): tp.offset for tp in self._consumer.position(tps)}
-        unknown = [TopicPartition(t, p) for (t, p), o in positions.items() if o < 0]
-        if unknown:
-            for tp in self._consumer.committed(unknown, timeout=self.timeout):
-                positions[(tp.topic, tp.partition)] = tp.offset
-        lag = 0
-        for key in self._assigned:
-            low, end = ends[key]
-            lag += max(0, end - max(low, positions.get(key, low)))
+        lag = sum(partition_lag(self._consumer, self._probe, self._assigned, self.timeout).values())
         HANDBOOK_SYNC_LAG.set(lag)
         return lag
 
@@ -471,63 +399,23 @@ def check_handbook_topics(
 ) -> set[tuple[str, int]]:
     """Every partition of the two handbook topics; a broker that does not answer or a missing topic
     is refused (CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE)."""
-    probe = consumer or probe_consumer(bootstrap_servers)
-    try:
-        metadata = probe.list_topics(timeout=timeout)
-    except KafkaException as error:
-        raise Refused(
-            f"handbook-sync: Kafka at {bootstrap_servers} did not answer: {error}", IMPORT_SOURCE_UNAVAILABLE
-        ) from None
-    finally:
-        if consumer is None:
-            probe.close()
-    missing = [t for t in HANDBOOK_TOPICS if t not in metadata.topics or metadata.topics[t].error is not None]
-    if missing:
-        raise Refused(
-            f"handbook-sync: handbook topic(s) missing: {', '.join(missing)}", IMPORT_SOURCE_UNAVAILABLE
-        )
-    return {(t, p) for t in HANDBOOK_TOPICS for p in metadata.topics[t].partitions}
+    return check_partitions(
+        bootstrap_servers, HANDBOOK_TOPICS, "handbook-sync", "handbook", consumer, timeout
+    )
 
 
 def handbook_group_lag(
     bootstrap_servers: str, group_id: str = HANDBOOK_CONSUMER_GROUP, timeout: float = 10.0
 ) -> int:
     """Messages of the handbook topics after the group's committed offsets."""
-    probe = probe_consumer(bootstrap_servers)
-    try:
-        partitions = sorted(check_handbook_topics(bootstrap_servers, probe, timeout))
-        ends = end_offsets(probe, partitions, timeout)
-    finally:
-        probe.close()
-    reader = Consumer(
-        {"bootstrap.servers": bootstrap_servers, "group.id": group_id, "enable.auto.commit": False}
-    )
-    try:
-        committed = reader.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout)
-    finally:
-        reader.close()
-    return sum(
-        max(0, ends[(tp.topic, tp.partition)][1] - max(ends[(tp.topic, tp.partition)][0], tp.offset))
-        for tp in committed
-    )
+    return group_lag(bootstrap_servers, group_id, HANDBOOK_TOPICS, "handbook-sync", "handbook", timeout)
 
 
 def handbook_sync_running(engine: Engine) -> bool:
-    with engine.connect() as conn:
-        if not HANDBOOK_SYNC_LOCK.try_acquire(conn):
-            return True
-        HANDBOOK_SYNC_LOCK.release(conn)
-        conn.commit()
-    return False
+    return HANDBOOK_SYNC_LOCK.running(engine)
 
 
 def republish_pending(engine: Engine) -> int:
     """Regions / cities whose republish is not finished (the sensor starts a run for them too)."""
     with engine.connect() as conn:
         return len(store.pending_republishes(conn))
-
-
-def _sleep_unless(seconds: float, stop: Callable[[], bool]) -> None:
-    end = time.monotonic() + seconds
-    while not stop() and time.monotonic() < end:
-        time.sleep(min(0.1, max(0.0, end - time.monotonic())))

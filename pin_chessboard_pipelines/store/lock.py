@@ -78,6 +78,15 @@ class AdvisoryLock:
         """Waits while a transaction holds the lock exclusively; shared until `conn`'s transaction ends."""
         conn.execute(queries("locks")["advisory_xact_lock_shared"], {"key": self.key})
 
+    def running(self, engine: Engine) -> bool:
+        """Whether another session holds the lock now (taken and released at once otherwise)."""
+        with engine.connect() as conn:
+            if not self.try_acquire(conn):
+                return True
+            self.release(conn)
+            conn.commit()
+        return False
+
     def holder_pid(self, conn: Connection) -> int | None:
         return conn.execute(queries("locks")["advisory_lock_holder"], {"key": self.key}).scalar()
 

@@ -16,12 +16,12 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.entities import TOPICS
-from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
-from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
+from pin_chessboard_pipelines.events.consume import check_partitions
+from pin_chessboard_pipelines.events.consume import group_lag as committed_lag
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, TALENT_SYNC_LOCK
 
 Item = dict[str, Any]
@@ -51,55 +51,18 @@ def check_topics(
 ) -> set[tuple[str, int]]:
     """Every partition of the six Talent topics; a broker that does not answer or a missing topic
     is refused (CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE)."""
-    probe = consumer or probe_consumer(bootstrap_servers)
-    try:
-        metadata = probe.list_topics(timeout=timeout)
-    except KafkaException as error:
-        raise Refused(
-            f"talent-sync: Kafka at {bootstrap_servers} did not answer: {error}", IMPORT_SOURCE_UNAVAILABLE
-        ) from None
-    finally:
-        if consumer is None:
-            probe.close()
-    missing = [t for t in TOPICS if t not in metadata.topics or metadata.topics[t].error is not None]
-    if missing:
-        raise Refused(
-            f"talent-sync: Talent topic(s) missing: {', '.join(missing)}", IMPORT_SOURCE_UNAVAILABLE
-        )
-    return {(t, p) for t in TOPICS for p in metadata.topics[t].partitions}
+    return check_partitions(bootstrap_servers, TOPICS, "talent-sync", "Talent", consumer, timeout)
 
 
 def group_lag(bootstrap_servers: str, group_id: str = CONSUMER_GROUP, timeout: float = 10.0) -> int:
     """Messages of the six topics after the group's committed offsets (all of them where none is);
     missing topics are refused like in check_topics."""
-    probe = probe_consumer(bootstrap_servers)
-    try:
-        partitions = sorted(check_topics(bootstrap_servers, probe, timeout))
-        ends = end_offsets(probe, partitions, timeout)
-    finally:
-        probe.close()
-    reader = Consumer(
-        {"bootstrap.servers": bootstrap_servers, "group.id": group_id, "enable.auto.commit": False}
-    )
-    try:
-        committed = reader.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout)
-    finally:
-        reader.close()
-    lag = 0
-    for tp in committed:
-        low, end = ends[(tp.topic, tp.partition)]
-        lag += max(0, end - max(low, tp.offset))
-    return lag
+    return committed_lag(bootstrap_servers, group_id, TOPICS, "talent-sync", "Talent", timeout)
 
 
 def sync_running(engine: Engine) -> bool:
     """Whether a talent-sync consumer holds its lock now."""
-    with engine.connect() as conn:
-        if not TALENT_SYNC_LOCK.try_acquire(conn):
-            return True
-        TALENT_SYNC_LOCK.release(conn)
-        conn.commit()
-    return False
+    return TALENT_SYNC_LOCK.running(engine)
 
 
 __all__ = ["TOMBSTONE", "check_topics", "decode_message", "group_lag", "is_tombstone", "sync_running"]

@@ -34,21 +34,22 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from confluent_kafka import (
-    OFFSET_STORED,
-    TIMESTAMP_NOT_AVAILABLE,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    TopicPartition,
-)
+from confluent_kafka import OFFSET_STORED, TIMESTAMP_NOT_AVAILABLE, Consumer, TopicPartition
 from opentelemetry.trace import SpanKind
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused, error_line
+from pin_chessboard_pipelines.events.consume import (
+    commit_batch,
+    group_consumer,
+    partition_lag,
+    poll_batch,
+    relay_fast_path,
+    rewind,
+)
 from pin_chessboard_pipelines.events.relay import OutboxRelay
-from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
+from pin_chessboard_pipelines.events.topics_admin import probe_consumer
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import (
@@ -59,7 +60,15 @@ from pin_chessboard_pipelines.observability.metrics import (
 )
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
-from pin_chessboard_pipelines.retry import FailurePolicy, FailureStreak, Retrier, Stopper, StopReason
+from pin_chessboard_pipelines.retry import (
+    FailurePolicy,
+    FailureStreak,
+    Retrier,
+    Stopper,
+    StopReason,
+    sync_policy,
+    wait_after_failure,
+)
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook, load_handbook_for_publish
 from pin_chessboard_pipelines.store.lock import SessionLock
 from pin_chessboard_pipelines.talent.topic_reader import check_topics, decode_message, is_tombstone
@@ -69,15 +78,6 @@ from pin_chessboard_pipelines.talent_sync.result import SyncResult
 log = logging.getLogger(__name__)
 
 STAGE_INDEX = {stage.topic: i for i, stage in enumerate(ENTITIES)}
-
-
-def sync_policy(retry_seconds: float = 600.0, attempts: int = 5, initial: float = 0.5) -> FailurePolicy:
-    """The failure policy of a poll batch: transient failures (the store restarting, a connection
-    lost) back off from `initial` for up to `retry_seconds` (CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS,
-    as the import); any other error gets `attempts` attempts; a refusal none."""
-    return FailurePolicy(
-        budget_seconds=retry_seconds, initial=initial, attempts=attempts, permanent=(Refused,)
-    )
 
 
 SYNC_POLICY = sync_policy()
@@ -167,16 +167,8 @@ class TalentSync:
                 )
                 for stage in ENTITIES
             }
-            consumer = self._consumer = Consumer(
-                {
-                    "bootstrap.servers": self.bootstrap_servers,
-                    "group.id": self.group_id,
-                    "client.id": "pin-chessboard-talent-sync",
-                    "enable.auto.commit": False,
-                    "auto.offset.reset": "earliest",
-                    "session.timeout.ms": 6000,
-                    "fetch.wait.max.ms": 100,
-                }
+            consumer = self._consumer = group_consumer(
+                self.bootstrap_servers, self.group_id, "pin-chessboard-talent-sync"
             )
             # every partition, from the group's committed offsets (earliest where there is none)
             consumer.assign([TopicPartition(t, p, OFFSET_STORED) for t, p in sorted(self._assigned)])
@@ -254,38 +246,15 @@ class TalentSync:
         """Rewinds the batch and waits as the policy decides; SyncFailed when it gives up."""
         result.retries += 1
         self._rewind(batch)
-        decision = streak.decide(error)
-        if decision.wait is None:
+        if wait_after_failure(streak, error, stopper, "talent_sync_retry", log).give_up:
             raise SyncFailed(f"a poll batch failed {streak.attempt} times: {error_line(error)}") from error
-        log_event(
-            log,
-            logging.WARNING,
-            "talent_sync_retry",
-            Reason=decision.reason,
-            Attempt=streak.attempt,
-            WaitSeconds=f"{decision.wait:.1f}",
-            Error=repr(error_line(error)),
-        )
-        stopper.sleep(decision.wait)
 
     @staticmethod
     def _relay(relay: OutboxRelay, result: SyncResult) -> None:
-        try:  # the fast path; rows it cannot publish now are the relay sweep's
-            result.published += relay.relay_pending().published
-        except Exception as error:  # noqa: BLE001 - the relay sweep publishes them later
-            log_event(log, logging.WARNING, "talent_sync_relay_failed", Error=repr(error_line(error)))
+        result.published += relay_fast_path(relay, "talent_sync_relay_failed")
 
     def _poll(self, consumer: Consumer) -> list[Any]:
-        messages = []
-        for message in consumer.consume(self.batch_size, self.poll_timeout):
-            error = message.error()
-            if error is None:
-                messages.append(message)
-            elif error.fatal():
-                raise KafkaException(error)
-            elif error.code() != KafkaError._PARTITION_EOF:
-                log_event(log, logging.WARNING, "talent_sync_consumer_error", Error=repr(error.str()))
-        return messages
+        return poll_batch(consumer, self.batch_size, self.poll_timeout, "talent_sync_consumer_error")
 
     # -- the stage barrier --------------------------------------------------------------------
 
@@ -318,12 +287,9 @@ class TalentSync:
         if not partitions:
             return {}
         assert self._consumer is not None and self._probe is not None
-        ends = end_offsets(self._probe, partitions, self.timeout)
-        positions = self._positions(partitions)
         lag: dict[int, int] = defaultdict(int)
-        for key in partitions:
-            low, end = ends[key]
-            lag[STAGE_INDEX[key[0]]] += max(0, end - max(low, positions.get(key, low)))
+        for key, n in partition_lag(self._consumer, self._probe, partitions, self.timeout).items():
+            lag[STAGE_INDEX[key[0]]] += n
         return lag
 
     def _lag(self) -> int:
@@ -332,17 +298,6 @@ class TalentSync:
         if total == 0:
             TALENT_SYNC_LAG_SECONDS.set(0)
         return total
-
-    def _positions(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """Next offset to apply per partition: the consumer's position, else the committed offset."""
-        assert self._consumer is not None
-        tps = [TopicPartition(t, p) for t, p in partitions]
-        out = {(tp.topic, tp.partition): tp.offset for tp in self._consumer.position(tps)}
-        unknown = [TopicPartition(t, p) for (t, p), offset in out.items() if offset < 0]
-        if unknown:
-            for tp in self._consumer.committed(unknown, timeout=self.timeout):
-                out[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else -1
-        return {key: offset for key, offset in out.items() if offset >= 0}
 
     def _pause(self, stage: int) -> None:
         assert self._consumer is not None
@@ -362,12 +317,7 @@ class TalentSync:
     def _rewind(self, messages: list[Any]) -> None:
         """Seek every partition of `messages` back to its first message there."""
         assert self._consumer is not None
-        first: dict[tuple[str, int], int] = {}
-        for m in messages:
-            key = (m.topic(), m.partition())
-            first[key] = min(first.get(key, m.offset()), m.offset())
-        for (topic, partition), offset in first.items():
-            self._consumer.seek(TopicPartition(topic, partition, offset))
+        rewind(self._consumer, messages)
 
     # -- applying and committing --------------------------------------------------------------
 
@@ -403,15 +353,7 @@ class TalentSync:
 
     def _commit(self, consumer: Consumer, batch: list[Any]) -> None:
         """Offsets after the transaction: a failed commit only means the batch comes again."""
-        last: dict[tuple[str, int], int] = {}
-        for m in batch:
-            key = (m.topic(), m.partition())
-            last[key] = max(last.get(key, -1), m.offset())
-        offsets = [TopicPartition(t, p, offset + 1) for (t, p), offset in last.items()]
-        try:
-            consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as error:  # the batch will be read again
-            log_event(log, logging.WARNING, "talent_sync_commit_failed", Error=repr(error_line(error)))
+        commit_batch(consumer, batch, "talent_sync_commit_failed")
 
     def _partitions(self) -> set[tuple[str, int]]:
         assert self._probe is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pin_chessboard_pipelines.observability.logs import counter_fields, counters
 from pin_chessboard_pipelines.replica.apply import ApplyResult
 from pin_chessboard_pipelines.retry import StopReason
 
@@ -18,9 +19,9 @@ class SyncResult:
     skipped: int = 0
     failed: int = 0  # quarantined
     events: int = 0
+    published: int = 0  # outbox rows the fast path relayed
     retries: int = 0  # batches rolled back and read again
     held: int = 0  # times a child topic waited for its parents (stage barrier)
-    published: int = 0  # outbox rows the fast path relayed
     seconds: float = 0.0
     stopped: StopReason | None = None  # DONE (idle) | TIME_BUDGET | CANCELLED
     stages: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -40,25 +41,8 @@ class SyncResult:
         return self.messages / self.seconds if self.seconds > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "batches": self.batches,
-            "messages": self.messages,
-            "tombstones": self.tombstones,
-            "applied": self.applied,
-            "skipped": self.skipped,
-            "failed": self.failed,
-            "events": self.events,
-            "published": self.published,
-            "retries": self.retries,
-            "held": self.held,
-            "seconds": round(self.seconds, 3),
-            "messagesPerSecond": round(self.messages_per_second, 1),
-            "stopped": None if self.stopped is None else self.stopped.value,
-            "stages": self.stages,
-        }
+        return counters(self, after={"seconds": {"messagesPerSecond": round(self.messages_per_second, 1)}})
 
     def log_fields(self) -> dict[str, Any]:
         """The counters as the Key=value fields of a log line (stages left out)."""
-        summary = self.as_dict()
-        summary.pop("stages")
-        return {key[0].upper() + key[1:]: value for key, value in summary.items()}
+        return counter_fields(self.as_dict(), "stages")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import enum
 import logging
+from dataclasses import dataclass, field
 
 import psycopg2
 from sqlalchemy.exc import DBAPIError
 
 from pin_chessboard_pipelines.errors import error_line, mask_url_passwords
-from pin_chessboard_pipelines.observability.logs import log_event
+from pin_chessboard_pipelines.observability.logs import counter_fields, counters, log_event
 
 
 def test_error_line_is_the_type_and_the_first_line_with_url_passwords_masked():
@@ -42,3 +44,27 @@ def test_log_event_writes_key_value_pairs_and_the_fields_in_extra(caplog):
     assert record.getMessage() == "item-quarantined RunId=1 Stage=Projects"
     assert record.event == "item-quarantined"  # type: ignore[attr-defined]
     assert record.fields == {"RunId": 1, "Stage": "Projects"}  # type: ignore[attr-defined]
+
+
+class _Why(enum.Enum):
+    IDLE = "idle"
+
+
+@dataclass
+class _Run:
+    batches: int = 2
+    longest_transaction_seconds: float = 0.12345
+    stopped: _Why | None = _Why.IDLE
+    stages: dict[str, int] = field(default_factory=lambda: {"a": 1})
+
+
+def test_counters_name_fields_in_camel_case_round_floats_and_take_enum_values():
+    summary = counters(_Run(), after={"batches": {"extra": 1}})
+    assert list(summary) == ["batches", "extra", "longestTransactionSeconds", "stopped", "stages"]
+    assert summary["longestTransactionSeconds"] == 0.123 and summary["stopped"] == "idle"
+    assert counter_fields(summary, "stages") == {
+        "Batches": 2,
+        "Extra": 1,
+        "LongestTransactionSeconds": 0.123,
+        "Stopped": "idle",
+    }

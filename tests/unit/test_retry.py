@@ -3,6 +3,7 @@ policy, the stopper and the retrier (no database)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -11,6 +12,7 @@ import pytest
 import requests
 from sqlalchemy.exc import OperationalError
 
+from pin_chessboard_pipelines.errors import Refused
 from pin_chessboard_pipelines.retry import (
     Backoff,
     FailurePolicy,
@@ -20,7 +22,9 @@ from pin_chessboard_pipelines.retry import (
     RetryStopped,
     Stopper,
     StopReason,
+    sync_policy,
     transient_reason,
+    wait_after_failure,
 )
 
 
@@ -338,3 +342,20 @@ def test_an_error_that_declares_its_retry_reason_is_transient():
 
     assert transient_reason(DeliveryFailed("3 messages not acknowledged")) == "broker-unavailable"
     assert FailurePolicy().decide(DeliveryFailed(), 1, 0) == RetryDecision(1, "broker-unavailable")
+
+
+def test_wait_after_failure_logs_and_sleeps_the_wait_then_gives_up(caplog):
+    stopper = Stopper()
+    streak = FailureStreak(sync_policy(attempts=2, initial=0.01))
+    with caplog.at_level(logging.WARNING):
+        first = wait_after_failure(streak, ValueError("bad"), stopper, "consumer-retry")
+        second = wait_after_failure(streak, ValueError("bad"), stopper, "consumer-retry")
+    assert first.wait == 0.01 and not first.give_up and second.give_up
+    assert [r.getMessage().split()[0] for r in caplog.records] == ["consumer-retry"]
+    assert "Attempt=1" in caplog.records[0].getMessage()
+
+
+def test_a_consumer_policy_refuses_at_once_and_waits_for_a_restarting_store():
+    policy = sync_policy(retry_seconds=30)
+    assert policy.decide(Refused("no", "CODE"), 1, 0).give_up
+    assert policy.decide(ConnectionError("gone"), 50, 10).wait == 20

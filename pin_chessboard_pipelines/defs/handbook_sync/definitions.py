@@ -27,6 +27,7 @@ from pin_chessboard_pipelines.handbook_sync import (
     handbook_sync_running,
     republish_pending,
 )
+from pin_chessboard_pipelines.retry import sync_policy
 from pin_chessboard_pipelines.store.handbook import CITIES_TOPIC, REGIONS_TOPIC
 
 JOB_NAME = "handbook_sync"
@@ -105,6 +106,7 @@ def consume_handbook_topics(
         config.bootstrap_servers or settings.kafka_bootstrap_servers,
         republish_batch_size=config.republish_batch_size,
         correlation_id=context.run_id,
+        policy=sync_policy(settings.import_page_retry_seconds),
     )
     with graceful_interrupts() as interrupted:
         result = sync.run(
