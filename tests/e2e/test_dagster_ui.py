@@ -173,7 +173,7 @@ def test_lineage_from_the_talent_sources_to_the_events(ui: Ui, page):
         assert deps[child] == {parent, f"talent/{child}"}
     assert deps["developers"] == {"talent/developers"}
     assert {"layouts", "property_objects"} <= deps["chessboard_aggregates"]
-    assert deps["pin_chessboard_events"] == {"chessboard_aggregates", *STAGE_ASSETS}
+    assert deps["pin_chessboard_events"] == {"chessboard_aggregates", "handbook_replica", *STAGE_ASSETS}
     _open(page, ui, "/asset-groups")
     page.get_by_text("talent_import", exact=True).last.wait_for()
     _screenshot_when_settled(page, DOCS / "ui-lineage.png")  # the graph lays out
