@@ -63,3 +63,49 @@ def test_the_audit_job_runs_each_check_in_a_process_of_its_own(db_url, engine, m
     wait_until(
         lambda: not any(_running(pid) for pid in pids.values()), timeout=30, what="step processes ended"
     )
+
+
+def test_an_import_stage_runs_its_page_steps_in_processes_of_their_own(
+    db_url, engine, monkeypatch, talent_sim
+):
+    """The import through the step-delegating executor (the k8s executor's path without a
+    cluster): each stage's plan, page steps and barrier in processes of their own, the page steps
+    sharing the stage's pages, every page Done, the run Completed."""
+    from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB, PARTITIONS
+    from pin_chessboard_pipelines.talent.simulator import dataset
+    from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
+
+    spec = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=20, latency_ms=20)
+    sim = talent_sim(spec)
+    monkeypatch.setenv("CHESSBOARD_DATABASE_URL", db_url)
+    monkeypatch.setenv("TALENT_API_URL", sim.url)
+    developers = [dataset.entity_id(spec, "developers", i) for i in range(spec.developers)]
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(PARTITIONS, developers)
+        result = dg.execute_job(
+            reconstructable_project_job(IMPORT_JOB),
+            instance=instance,
+            run_config={
+                "execution": {"config": {"max_concurrent": 3}},
+                "resources": {"talent_import": {"config": {"processes": 2, "workers": 1, "page_size": 4}}},
+            },
+            tags={
+                "dagster/asset_partition_range_start": developers[0],
+                "dagster/asset_partition_range_end": developers[-1],
+            },
+        )
+        pids = step_pids(instance, result.run_id)
+    assert result.success
+    pages = [s for s in pids if s.startswith("property_objects.property_objects_pages_")]
+    assert sorted(pages) == [f"property_objects.property_objects_pages_{i}" for i in range(2)]
+    assert len(set(pids.values())) == len(pids) and os.getpid() not in pids.values()
+    with engine.connect() as conn:
+        run_status = conn.execute(sa.text("SELECT status FROM chessboard.talent_import_runs")).scalar_one()
+        statuses = (
+            conn.execute(sa.text("SELECT DISTINCT status FROM chessboard.talent_import_pages"))
+            .scalars()
+            .all()
+        )
+        objects = conn.execute(sa.text("SELECT count(*) FROM chessboard.property_objects")).scalar_one()
+    assert run_status == "Completed" and statuses == ["Done"]
+    assert objects == dataset.count(spec, "property-objects")

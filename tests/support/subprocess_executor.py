@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import dagster as dg
 from dagster._core.definitions.executor_definition import multiple_process_executor_requirements
@@ -41,6 +42,8 @@ from dagster._core.executor.step_delegating import (
     StepHandler,
     StepHandlerContext,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class SubprocessStepHandler(StepHandler):
@@ -71,6 +74,9 @@ class SubprocessStepHandler(StepHandler):
             "DAGSTER_RUN_JOB_NAME": step_handler_context.dagster_run.job_name,
             "DAGSTER_RUN_STEP_KEY": step_key,
         }
+        # the job is rebuilt from this module (tests.support...): the checkout's root on the path,
+        # as the image has the package installed
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         command = list(args.get_command_args(skip_serialized_namedtuple=True))
         if command[0] == "dagster":  # the image's entry point in a pod; this interpreter's here
             command[:1] = [sys.executable, "-m", "dagster"]
