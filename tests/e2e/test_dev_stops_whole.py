@@ -91,7 +91,13 @@ def test_dev_stops_every_process_it_started(state_dir, signum, output):
         dev = subprocess.Popen(
             command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
         )
-        reader = subprocess.Popen(["tee", str(log)], stdin=dev.stdout, stdout=subprocess.DEVNULL)
+        # Ctrl-C's default action in tee, as in a terminal (a shell's background job ignores it)
+        reader = subprocess.Popen(
+            ["tee", str(log)],
+            stdin=dev.stdout,
+            stdout=subprocess.DEVNULL,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         dev.stdout.close()  # the reader holds the pipe's only read end
     elif output == "terminal":
         master, slave = os.openpty()
