@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.server import SimulatorServer
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, dismiss_newsletter
 from tests.support.dagster_stack import DagsterStack, start_dagster_stack
 from tests.support.polling import wait_until
 
@@ -28,16 +29,6 @@ from tests.support.polling import wait_until
 # add up past the suite's 300 s per test on a loaded 2-core machine: the test's bound is theirs
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SPEC = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=12)
 SLOW = dataclasses.replace(SPEC, latency_ms=500)  # ~40 s per import at page size 2
@@ -95,11 +86,7 @@ def page(ui: Ui):
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         # every locator polls until its element is there: a generous deadline for a loaded machine
         page.set_default_timeout(120_000)
-        # Dagster's newsletter prompt of a new instance shows up whenever it likes: dismissed
-        page.add_locator_handler(
-            page.get_by_text("Join the Dagster community"),
-            lambda: page.get_by_role("button", name="Skip").click(force=True),
-        )
+        dismiss_newsletter(page)
         yield page
         browser.close()
 

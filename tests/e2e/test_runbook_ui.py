@@ -14,15 +14,13 @@ import pytest
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.recalc.audit import audit
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, dismiss_newsletter
 from tests.support.dagster_stack import LOCATION, DagsterStack
 from tests.support.polling import wait_until
 from tests.support.recalc_data import ProjectRows, StoreBuilder, queue, standard_project
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 STALE = "ЖК Runbook Forced"  # aggregates never computed: the audit sees drift
 POISONED = "ЖК Runbook Poisoned"
@@ -36,11 +34,7 @@ def page(dagster_stack: DagsterStack) -> Iterator:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)
-        # Dagster's newsletter prompt of a new instance shows up whenever it likes: dismissed
-        page.add_locator_handler(
-            page.get_by_text("Join the Dagster community"),
-            lambda: page.get_by_role("button", name="Skip").click(force=True),
-        )
+        dismiss_newsletter(page)
         yield page
         browser.close()
 
