@@ -164,6 +164,18 @@ def test_an_import_runs_through_dagster_and_prints_its_result(
         run = instance.get_run_by_id(result["correlationId"])
         assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS
         assert run.job_name == "talent_initial_import"
+        # launched with the code location's origin: listed under its job, re-executable from the UI
+        assert run.remote_job_origin is not None
+        assert (
+            run.remote_job_origin.repository_origin.get_label() == "__repository__@pin_chessboard_pipelines"
+        )
+        listed = instance.get_runs(  # how the job's Runs page finds its runs
+            filters=dg.RunsFilter(
+                job_name="talent_initial_import",
+                tags={".dagster/repository": "__repository__@pin_chessboard_pipelines"},
+            )
+        )
+        assert [r.run_id for r in listed] == [run.run_id]
         # partitions read as the developers: name, then Talent id
         assert sorted(instance.get_dynamic_partitions("talent_developers")) == sorted(
             partition_key(
