@@ -33,7 +33,7 @@ def page(dagster_stack: DagsterStack) -> Iterator:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(60_000)
+        page.set_default_timeout(120_000)  # every locator polls: a generous deadline for a loaded machine
         dismiss_newsletter(page)
         yield page
         browser.close()
