@@ -161,13 +161,19 @@ class Heartbeat:
             name=f"import-{work.stage.stage}-heartbeat",
         )
 
-    def __enter__(self) -> Heartbeat:
+    def start(self) -> Heartbeat:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
         self._done.set()
         self._thread.join()
+
+    def __enter__(self) -> Heartbeat:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def _loop(self) -> None:
         session = self.session

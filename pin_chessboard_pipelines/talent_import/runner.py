@@ -72,7 +72,6 @@ class ImportSession:
         self.handbook: Handbook | None = None
         self.dry_run_state = DryRunState() if request.dry_run else None
         self.reports: dict[str, StageReport] = {}
-        self.walker = True  # whether this process may walk (it still needs the stage's walk lock)
         # while this process holds the import (the CLI waits for its Dagster run meanwhile)
         self._heartbeat: page_worker.Heartbeat | None = None
         # the root span of this process's share of the run (README "Traces"): open() to close()
@@ -162,7 +161,7 @@ class ImportSession:
         if not keep_lock:
             self.lock.release()
         else:
-            self._heartbeat = page_worker.Heartbeat(self).__enter__()
+            self._heartbeat = page_worker.Heartbeat(self).start()
         self._load_dry_run_state()
         self._start_trace()
         log_event(
@@ -258,7 +257,6 @@ class ImportSession:
                 "pin.import.mode": self.run_row["mode"],
                 "pin.import.dry_run": bool(self.run_row["dry_run"]),
                 "pin.import.resumed": self.resumed,
-                "pin.import.walker": self.walker,
             },
             trace_key=self.correlation_id,
         )
@@ -348,7 +346,7 @@ class ImportSession:
         """Releases the lock (every case) and the source's connections."""
         tracing.end_span(self.trace_span)  # a no-op when finish() ended it
         if self._heartbeat is not None:
-            self._heartbeat.__exit__()
+            self._heartbeat.stop()
             self._heartbeat = None
         try:
             self.lock.release()
@@ -388,7 +386,7 @@ class ImportSession:
             {"pin.import.run_id": self.run_id, "pin.import.stage": stage.stage, "pin.import.process": True},
             parent=tracing.context_of(self.trace_span),
         ):
-            report = stage_runner.work_stage(self, stage, walker=True)
+            report = stage_runner.work_stage(self, stage)
         self.save_dry_run_state(stage)
         return report
 

@@ -47,14 +47,14 @@ def stage_complete(session: ImportRun, stage: Entity) -> bool:
 def run_stage(session: ImportRun, stage: Entity) -> StageReport:
     """Plans and processes one stage in this process until its barrier, then reports it."""
     started = time.monotonic()
-    worked = work_stage(session, stage, walker=session.walker)
+    worked = work_stage(session, stage)
     return stage_report(session, stage, worked, time.monotonic() - started)
 
 
-def work_stage(session: ImportRun, stage: Entity, *, walker: bool) -> StageReport:
-    """This process's share of one stage: the walk (if `walker` and the stage is not planned yet) and
-    `workers` page workers, until the barrier (every walk ended, every page Done), a failure or a
-    stop. Other processes may work on the same stage at the same time; nothing here is shared with
+def work_stage(session: ImportRun, stage: Entity) -> StageReport:
+    """This process's share of one stage: the walk (while the stage is not planned yet, by the
+    process that holds the stage's walk lock) and `workers` page workers, until the barrier
+    (every walk ended, every page Done), a failure or a stop. Other processes may work on the same stage at the same time; nothing here is shared with
     them but the pages."""
     started = time.monotonic()
     work = StageWork(session, stage)
@@ -65,7 +65,7 @@ def work_stage(session: ImportRun, stage: Entity, *, walker: bool) -> StageRepor
         )
         for i in range(session.request.workers)
     ]
-    if walker and not work.retrying("read the stage state", lambda: stage_complete(session, stage)):
+    if not work.retrying("read the stage state", lambda: stage_complete(session, stage)):
         threads.insert(
             0,
             threading.Thread(
