@@ -145,10 +145,11 @@ def _failure(session: ImportSession, error: BaseException, stage: Entity) -> dg.
     line = str(error) if isinstance(error, (StageFailed, RunEnded)) else error_line(error)
     if not isinstance(error, RunEnded):
         session.end(RunStatus.FAILED, line)
+    cause = (
+        line if isinstance(error, StageFailed) else f"stage {stage.name} failed: {line}"
+    )  # names its stage
     return dg.Failure(
-        description=f"{line} (resumable: re-execute from failure)"
-        if line.startswith("stage")
-        else f"stage {stage.name} failed: {line} (resumable: re-execute from failure)",
+        description=f"{cause} (resumable: re-execute from failure)",
         metadata={"import_run_id": str(session.run_id)},
     )
 
