@@ -175,7 +175,8 @@ def test_an_import_runs_through_dagster_and_prints_its_result(
                 tags={".dagster/repository": "__repository__@pin_chessboard_pipelines"},
             )
         )
-        assert [r.run_id for r in listed] == [run.run_id]
+        # (the `dagster` database is the server's, so other tests' runs may be listed beside it)
+        assert run.run_id in {r.run_id for r in listed}
         # partitions read as the developers: name, then Talent id
         assert sorted(instance.get_dynamic_partitions("talent_developers")) == sorted(
             partition_key(
