@@ -52,3 +52,21 @@ def test_no_float_and_no_nan():
 def test_any_price_round_trips_exactly(price):
     assert loads(dumps({"p": price}))["p"] == price
     assert Decimal(dumps(price)) == price
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(_JSON)
+def test_the_text_is_the_standard_compact_utf8_json(value):
+    # what consumers read before orjson wrote the payloads: escapes, key order and separators alike
+    assert dumps(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def test_what_has_no_json_form_is_a_type_error():
+    with pytest.raises(TypeError):
+        dumps({"a": object()})
