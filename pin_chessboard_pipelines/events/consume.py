@@ -8,20 +8,37 @@ of their topics, the lag of their group, and the offsets of a poll batch.
 - `poll_batch` / `rewind` / `commit_batch`: one poll batch, read again from its first offsets, or
   committed after its transaction (a failed commit only means the batch comes again).
 - `partition_lag`: messages after the consumer's position (else its committed offset) per partition.
+- `BatchConsumer`: the run both consumers make of these: one consumer under the advisory lock,
+  every partition from the group's committed offsets, one poll batch = one transaction, offsets
+  committed after it, a failing batch read again as the failure policy decides, the outbox relay's
+  fast path after each commit; subclasses say how a batch is applied and how far behind they are.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import Any
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Protocol, TypedDict, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, TopicPartition
+from sqlalchemy.engine import Engine
 
-from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused, error_line
+from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, SYNC_LOCK_HELD, Refused, error_line
 from pin_chessboard_pipelines.events.relay import OutboxRelay
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.observability.logs import log_event
+from pin_chessboard_pipelines.retry import (
+    FailurePolicy,
+    FailureStreak,
+    Stopper,
+    StopReason,
+    sync_policy,
+    wait_after_failure,
+)
+from pin_chessboard_pipelines.store.lock import AdvisoryLock, SessionLock
 
 log = logging.getLogger(__name__)
 
@@ -167,3 +184,227 @@ def relay_fast_path(relay: OutboxRelay, failed_event: str) -> int:
     except Exception as error:  # noqa: BLE001 - the relay sweep publishes them later
         log_event(log, logging.WARNING, failed_event, Error=repr(error_line(error)))
         return 0
+
+
+# a failing poll batch is read again as retry.py's sync_policy decides
+SYNC_POLICY = sync_policy()
+
+
+class BatchCounters(Protocol):
+    """What the loop counts in a consumer's result."""
+
+    batches: int
+    published: int
+    retries: int
+    seconds: float
+
+
+R = TypeVar("R", bound=BatchCounters)
+
+
+@dataclass(frozen=True)
+class ConsumerEvents:
+    """The log events of a consumer's loop."""
+
+    poll_error: str
+    retry: str
+    commit_failed: str
+    relay_failed: str
+
+
+class ConsumerOptions(TypedDict, total=False):
+    """The keyword arguments every BatchConsumer takes (see BatchConsumer.__init__)."""
+
+    group_id: str
+    batch_size: int
+    poll_timeout: float
+    correlation_id: str | None
+    relay_events: bool
+    policy: FailurePolicy
+    timeout: float
+
+
+class BatchConsumer(Generic[R]):
+    """`run()` consumes until stopped, idle (`until_idle`) or the deadline (see the module's
+    docstring). A subclass names itself, its lock, group, log events and failure, and applies a
+    batch (`_apply_batch`); the other hooks default to doing nothing."""
+
+    name: ClassVar[str]  # the refusal, the client id, the default correlation id
+    lock: ClassVar[AdvisoryLock]  # one consumer at a time
+    events: ClassVar[ConsumerEvents]
+    failed: ClassVar[type[Exception]]  # raised when a poll batch keeps failing
+    logger: ClassVar[logging.Logger]
+    # the defaults of the instance's own values
+    group_id: str
+    batch_size: int
+
+    def __init__(
+        self,
+        engine: Engine,
+        bootstrap_servers: str,
+        *,
+        group_id: str | None = None,
+        batch_size: int | None = None,
+        poll_timeout: float = 0.5,
+        correlation_id: str | None = None,
+        relay_events: bool = True,
+        policy: FailurePolicy = SYNC_POLICY,
+        timeout: float = 30.0,
+    ) -> None:
+        self.engine = engine
+        self.bootstrap_servers = bootstrap_servers
+        if group_id is not None:
+            self.group_id = group_id
+        if batch_size is not None:
+            self.batch_size = batch_size
+        self.poll_timeout = poll_timeout
+        self.correlation_id = correlation_id or f"{self.name}:{uuid.uuid4()}"
+        self.relay_events = relay_events
+        self.policy = policy
+        self.timeout = timeout
+        self._assigned: set[Partition] = set()
+        self._consumer: Consumer | None = None
+        self._probe: Consumer | None = None
+        self._relay: OutboxRelay | None = None
+        self._lock: SessionLock | None = None
+
+    # -- what a subclass says -----------------------------------------------------------------
+
+    def _new_result(self) -> R:
+        raise NotImplementedError
+
+    def _partitions(self) -> set[Partition]:
+        """Every partition the consumer reads (self._probe is open)."""
+        raise NotImplementedError
+
+    def _apply_batch(self, batch: list[Any], result: R) -> bool:
+        """Applies a poll batch in one transaction; True when the relay's fast path should run."""
+        raise NotImplementedError
+
+    def _lag(self) -> int:
+        """Messages after the consumer's position on every partition."""
+        raise NotImplementedError
+
+    def _stopped(self, result: R, reason: StopReason) -> None:
+        """Notes in `result` how the run ended."""
+        raise NotImplementedError
+
+    def _completed(self, result: R) -> None:
+        """Logs the run's end."""
+        raise NotImplementedError
+
+    def _prepare(self, stopper: Stopper) -> None:
+        """Before the consumer is made (the partitions are known)."""
+
+    def _before_poll(self, result: R, stopper: Stopper) -> bool:
+        """Before every poll; False ends the run (stopped)."""
+        return True
+
+    def _nothing_polled(self) -> bool:
+        """After a poll that brought nothing: whether the run may count as idle."""
+        return True
+
+    def _admit(self, messages: list[Any], result: R) -> list[Any]:
+        """The messages of a poll batch to apply now (the others the subclass rewound)."""
+        return messages
+
+    def _finished(self) -> None:
+        """After the consumer closed."""
+
+    # -- the run ------------------------------------------------------------------------------
+
+    def run(
+        self,
+        *,
+        until_idle: bool = False,
+        idle_seconds: float = 0.5,
+        max_seconds: float | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> R:
+        """Consumes until `should_stop()`, the deadline, or (`until_idle`) no message is left."""
+        started = time.monotonic()
+        deadline = None if max_seconds is None else started + max_seconds
+        stopper = Stopper(should_stop, deadline=deadline)
+        lock = SessionLock(self.lock, self.engine)
+        with lock as taken:
+            if not taken:
+                raise Refused(f"another {self.name} consumer is running", SYNC_LOCK_HELD)
+            self._lock = lock
+            try:
+                result = self._run_locked(until_idle, idle_seconds, stopper)
+            finally:
+                self._lock = None
+        result.seconds = time.monotonic() - started
+        self._completed(result)
+        return result
+
+    def _run_locked(self, until_idle: bool, idle_seconds: float, stopper: Stopper) -> R:
+        result = self._new_result()
+        self._probe = probe_consumer(self.bootstrap_servers)
+        try:
+            self._assigned = self._partitions()
+            self._prepare(stopper)
+            self._consumer = group_consumer(
+                self.bootstrap_servers, self.group_id, f"pin-chessboard-{self.name}"
+            )
+            # every partition, from the group's committed offsets (earliest where there is none)
+            self._consumer.assign([TopicPartition(t, p, OFFSET_STORED) for t, p in sorted(self._assigned)])
+            self._relay = OutboxRelay(self.engine, self.bootstrap_servers) if self.relay_events else None
+            self._loop(result, until_idle, idle_seconds, stopper)
+        finally:
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
+            if self._relay is not None:
+                self._relay.close()
+                self._relay = None
+            self._probe.close()
+            self._probe = None
+            self._finished()
+        return result
+
+    def _loop(self, result: R, until_idle: bool, idle_seconds: float, stopper: Stopper) -> None:
+        assert self._consumer is not None
+        streak = FailureStreak(self.policy)
+        idle_since: float | None = None
+        while not stopper.stopped():
+            if not self._before_poll(result, stopper):
+                break
+            messages = poll_batch(self._consumer, self.batch_size, self.poll_timeout, self.events.poll_error)
+            if not messages:
+                if self._nothing_polled() and until_idle:
+                    idle_since = idle_since or time.monotonic()
+                    if time.monotonic() - idle_since >= idle_seconds and self._lag() == 0:
+                        self._stopped(result, StopReason.DONE)
+                        return
+                continue
+            idle_since = None
+            batch = self._admit(messages, result)
+            if not batch:
+                continue
+            try:
+                relay = self._apply_batch(batch, result)
+            except Refused:
+                raise
+            except Exception as error:  # roll back, read the batch again, as the policy decides
+                result.retries += 1
+                self._rewind(batch)
+                if wait_after_failure(streak, error, stopper, self.events.retry, self.logger).give_up:
+                    raise self.failed(
+                        f"a poll batch failed {streak.attempt} times: {error_line(error)}"
+                    ) from error
+                continue
+            streak.reset()
+            commit_batch(self._consumer, batch, self.events.commit_failed)
+            result.batches += 1
+            if relay:
+                self._relay_fast_path(result)
+        self._stopped(result, stopper.reason or StopReason.CANCELLED)
+
+    def _rewind(self, messages: list[Any]) -> None:
+        assert self._consumer is not None
+        rewind(self._consumer, messages)
+
+    def _relay_fast_path(self, result: R) -> None:
+        if self._relay is not None:
+            result.published += relay_fast_path(self._relay, self.events.relay_failed)

@@ -11,33 +11,30 @@ republish of the projects of a renamed region or city (docs/store.md#handbook-sy
   each, walking the projects by id from the cursor in the pending row. A stop or a crash leaves
   the row, and the next run goes on from its cursor before it reads the topics again.
 - After every commit the outbox relay's fast path publishes the events.
+- The loop is the one talent-sync runs too (events/consume.py `BatchConsumer`); this module adds
+  the handbook topics, the values' apply and the republish.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
-from confluent_kafka import OFFSET_STORED, Consumer, TopicPartition
+from confluent_kafka import Consumer
 from sqlalchemy.engine import Engine
 
-from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, SYNC_VALIDATION_FAILED, Refused, error_line
+from pin_chessboard_pipelines.errors import SYNC_VALIDATION_FAILED, error_line
 from pin_chessboard_pipelines.events.consume import (
+    BatchConsumer,
+    ConsumerEvents,
+    ConsumerOptions,
+    Partition,
     check_partitions,
-    commit_batch,
-    group_consumer,
     group_lag,
     partition_lag,
-    poll_batch,
-    relay_fast_path,
-    rewind,
 )
-from pin_chessboard_pipelines.events.relay import OutboxRelay
-from pin_chessboard_pipelines.events.topics_admin import probe_consumer
 from pin_chessboard_pipelines.handbook_sync import store
 from pin_chessboard_pipelines.handbook_sync.values import (
     HandbookValue,
@@ -54,21 +51,12 @@ from pin_chessboard_pipelines.observability.metrics import (
     HANDBOOK_SYNC_MESSAGES,
     IMPORT_FAILED_ITEMS,
 )
-from pin_chessboard_pipelines.retry import (
-    FailurePolicy,
-    FailureStreak,
-    Stopper,
-    StopReason,
-    sync_policy,
-    wait_after_failure,
-)
+from pin_chessboard_pipelines.retry import FailureStreak, Stopper, StopReason, wait_after_failure
 from pin_chessboard_pipelines.store.handbook import HANDBOOK_CONSUMER_GROUP, HANDBOOK_TOPICS
 from pin_chessboard_pipelines.store.handbook_replica import HANDBOOK_SYNC_LOCK
 
 log = logging.getLogger(__name__)
 
-# a failing batch is read again as talent-sync's are (retry.py, sync_policy)
-HANDBOOK_SYNC_POLICY = sync_policy()
 # how a run ended, as `stopped` says it
 STOPPED = {StopReason.DONE: "idle", StopReason.TIME_BUDGET: "deadline", StopReason.CANCELLED: "stopped"}
 
@@ -102,58 +90,50 @@ class HandbookSyncFailed(Exception):
     """A batch kept failing: the run stops, offsets and pending republishes stay where they were."""
 
 
-class HandbookSync:
-    """`run()` consumes until stopped, idle (`until_idle`) or the deadline."""
+class HandbookSync(BatchConsumer[HandbookSyncResult]):
+    """`run()` consumes until stopped, idle (`until_idle`) or the deadline; a failing batch is
+    read again as talent-sync's are (retry.py, sync_policy)."""
+
+    name = "handbook-sync"
+    lock = HANDBOOK_SYNC_LOCK
+    events = ConsumerEvents(
+        poll_error="handbook-sync-consumer-error",
+        retry="handbook-sync-retry",
+        commit_failed="handbook-sync-commit-failed",
+        relay_failed="handbook-sync-relay-failed",
+    )
+    failed = HandbookSyncFailed
+    logger = log
+    group_id = HANDBOOK_CONSUMER_GROUP
+    batch_size = 1000
 
     def __init__(
         self,
         engine: Engine,
         bootstrap_servers: str,
         *,
-        group_id: str = HANDBOOK_CONSUMER_GROUP,
-        batch_size: int = 1000,
         republish_batch_size: int = 500,
-        poll_timeout: float = 0.5,
-        correlation_id: str | None = None,
-        relay_events: bool = True,
-        policy: FailurePolicy = HANDBOOK_SYNC_POLICY,
-        timeout: float = 30.0,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
-        self.engine = engine
-        self.bootstrap_servers = bootstrap_servers
-        self.group_id = group_id
-        self.batch_size = batch_size
+        super().__init__(engine, bootstrap_servers, **options)
         self.republish_batch_size = republish_batch_size
-        self.poll_timeout = poll_timeout
-        self.correlation_id = correlation_id or f"handbook-sync:{uuid.uuid4()}"
-        self.relay_events = relay_events
-        self.policy = policy
-        self.timeout = timeout
-        self._assigned: list[tuple[str, int]] = []
-        self._consumer: Consumer | None = None
-        self._probe: Consumer | None = None
-        self._relay: OutboxRelay | None = None
 
-    # -- the loop -----------------------------------------------------------------------------
+    # -- the loop's hooks ---------------------------------------------------------------------
 
-    def run(
-        self,
-        *,
-        until_idle: bool = False,
-        idle_seconds: float = 0.5,
-        max_seconds: float | None = None,
-        should_stop: Callable[[], bool] | None = None,
-    ) -> HandbookSyncResult:
-        started = time.monotonic()
-        deadline = None if max_seconds is None else started + max_seconds
-        stopper = Stopper(should_stop, deadline=deadline)
-        with self.engine.connect() as raw_lock_conn:
-            lock_conn = raw_lock_conn.execution_options(isolation_level="AUTOCOMMIT")
-            with HANDBOOK_SYNC_LOCK.held(lock_conn) as taken:
-                if not taken:
-                    raise Refused("another handbook-sync consumer is running", SYNC_LOCK_HELD)
-                result = self._run_locked(until_idle, idle_seconds, stopper)
-        result.seconds = time.monotonic() - started
+    def _new_result(self) -> HandbookSyncResult:
+        return HandbookSyncResult()
+
+    def _partitions(self) -> set[Partition]:
+        return check_handbook_topics(self.bootstrap_servers, self._probe, self.timeout)
+
+    def _before_poll(self, result: HandbookSyncResult, stopper: Stopper) -> bool:
+        # a republish left by a stop or a crash goes on before anything new is read
+        return self._republish_pending(result, stopper)
+
+    def _stopped(self, result: HandbookSyncResult, reason: StopReason) -> None:
+        result.stopped = STOPPED.get(reason, "stopped")
+
+    def _completed(self, result: HandbookSyncResult) -> None:
         log_event(
             log,
             logging.INFO,
@@ -168,72 +148,10 @@ class HandbookSync:
             Stopped=result.stopped,
             Seconds=round(result.seconds, 3),
         )
-        return result
-
-    def _run_locked(self, until_idle: bool, idle_seconds: float, stopper: Stopper) -> HandbookSyncResult:
-        result = HandbookSyncResult()
-        self._probe = probe_consumer(self.bootstrap_servers)
-        try:
-            self._assigned = sorted(check_handbook_topics(self.bootstrap_servers, self._probe, self.timeout))
-            self._relay = OutboxRelay(self.engine, self.bootstrap_servers) if self.relay_events else None
-            self._consumer = group_consumer(
-                self.bootstrap_servers, self.group_id, "pin-chessboard-handbook-sync"
-            )
-            self._consumer.assign([TopicPartition(t, p, OFFSET_STORED) for t, p in self._assigned])
-            self._loop(result, until_idle, idle_seconds, stopper)
-        finally:
-            if self._consumer is not None:
-                self._consumer.close()
-                self._consumer = None
-            if self._relay is not None:
-                self._relay.close()
-                self._relay = None
-            self._probe.close()
-            self._probe = None
-        return result
-
-    def _loop(
-        self, result: HandbookSyncResult, until_idle: bool, idle_seconds: float, stopper: Stopper
-    ) -> None:
-        assert self._consumer is not None
-        streak = FailureStreak(self.policy)
-        idle_since: float | None = None
-        while not stopper.stopped():
-            # a republish left by a stop or a crash goes on before anything new is read
-            if not self._republish_pending(result, stopper):
-                break
-            messages = self._poll()
-            if not messages:
-                if until_idle:
-                    idle_since = idle_since or time.monotonic()
-                    if time.monotonic() - idle_since >= idle_seconds and self._lag() == 0:
-                        result.stopped = STOPPED[StopReason.DONE]
-                        return
-                continue
-            idle_since = None
-            try:
-                self._apply(messages, result)
-            except Exception as error:  # roll back, read the batch again, as the policy decides
-                result.retries += 1
-                self._rewind(messages)
-                if wait_after_failure(streak, error, stopper, "handbook-sync-retry", log).give_up:
-                    raise HandbookSyncFailed(
-                        f"a poll batch failed {streak.attempt} times: {error_line(error)}"
-                    ) from error
-                continue
-            streak.reset()
-            self._commit(messages)
-            result.batches += 1
-            self._relay_fast_path(result)
-        result.stopped = STOPPED.get(stopper.reason or StopReason.CANCELLED, "stopped")
-
-    def _poll(self) -> list[Any]:
-        assert self._consumer is not None
-        return poll_batch(self._consumer, self.batch_size, self.poll_timeout, "handbook-sync-consumer-error")
 
     # -- applying -----------------------------------------------------------------------------
 
-    def _apply(self, messages: list[Any], result: HandbookSyncResult) -> None:
+    def _apply_batch(self, messages: list[Any], result: HandbookSyncResult) -> bool:
         values: list[HandbookValue] = []
         invalid: list[InvalidValue] = []
         tombstones = 0
@@ -310,6 +228,7 @@ class HandbookSync:
             )
         for done in first_batches:
             self._count_batch(done, seconds, result)
+        return True  # the relay's fast path runs after every batch
 
     def _republish_pending(self, result: HandbookSyncResult, stopper: Stopper) -> bool:
         """Republishes every pending region / city to its end; False when stopped in between."""
@@ -373,23 +292,9 @@ class HandbookSync:
                 CorrelationId=self.correlation_id,
             )
 
-    def _relay_fast_path(self, result: HandbookSyncResult) -> None:
-        if self._relay is not None:
-            result.published += relay_fast_path(self._relay, "handbook-sync-relay-failed")
-
-    # -- offsets ------------------------------------------------------------------------------
-
-    def _rewind(self, messages: list[Any]) -> None:
-        assert self._consumer is not None
-        rewind(self._consumer, messages)
-
-    def _commit(self, messages: list[Any]) -> None:
-        assert self._consumer is not None
-        commit_batch(self._consumer, messages, "handbook-sync-commit-failed")
-
     def _lag(self) -> int:
         assert self._consumer is not None and self._probe is not None
-        lag = sum(partition_lag(self._consumer, self._probe, self._assigned, self.timeout).values())
+        lag = sum(partition_lag(self._consumer, self._probe, sorted(self._assigned), self.timeout).values())
         HANDBOOK_SYNC_LAG.set(lag)
         return lag
 

@@ -18,38 +18,35 @@ docs/talent-initial-import.md).
   are rewound to the held messages and paused until the parents caught up, so a child never
   meets CHESSBOARD_SYNC_PARENT_NOT_FOUND because its parent is merely further back in a topic.
 - After the commit, the fast path of the outbox relay publishes the batch's events.
-- A batch that fails is rolled back and read again as `SYNC_POLICY` (retry.py) decides: a store
+- A batch that fails is rolled back and read again as `sync_policy` (retry.py) decides: a store
   that restarts is waited for with backoff as long as the import would
   (CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS), the lock taken again on a new session; any other error
   gets a few attempts, then the run stops with its offsets where they were.
+- The loop is the one handbook-sync runs too (events/consume.py `BatchConsumer`); this module
+  adds the six topics, the stage barrier and the apply path.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections import defaultdict
-from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Unpack
 
-from confluent_kafka import OFFSET_STORED, TIMESTAMP_NOT_AVAILABLE, Consumer, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, TopicPartition
 from opentelemetry.trace import SpanKind
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.entities import ENTITIES
-from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused, error_line
+from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused
 from pin_chessboard_pipelines.events.consume import (
-    commit_batch,
-    group_consumer,
+    BatchConsumer,
+    ConsumerEvents,
+    ConsumerOptions,
+    Partition,
     partition_lag,
-    poll_batch,
-    relay_fast_path,
-    rewind,
 )
-from pin_chessboard_pipelines.events.relay import OutboxRelay
-from pin_chessboard_pipelines.events.topics_admin import probe_consumer
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import (
@@ -60,17 +57,8 @@ from pin_chessboard_pipelines.observability.metrics import (
 )
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
-from pin_chessboard_pipelines.retry import (
-    FailurePolicy,
-    FailureStreak,
-    Retrier,
-    Stopper,
-    StopReason,
-    sync_policy,
-    wait_after_failure,
-)
+from pin_chessboard_pipelines.retry import Retrier, Stopper, StopReason
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook, load_handbook_for_publish
-from pin_chessboard_pipelines.store.lock import SessionLock
 from pin_chessboard_pipelines.talent.topic_reader import check_topics, decode_message, is_tombstone
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, TALENT_SYNC_LOCK
 from pin_chessboard_pipelines.talent_sync.result import SyncResult
@@ -80,181 +68,91 @@ log = logging.getLogger(__name__)
 STAGE_INDEX = {stage.topic: i for i, stage in enumerate(ENTITIES)}
 
 
-SYNC_POLICY = sync_policy()
-
-
 class SyncFailed(Exception):
     """A batch kept failing to apply: the run stops, its offsets stay where they were."""
 
 
-class TalentSync:
+class TalentSync(BatchConsumer[SyncResult]):
     """The streaming consumer; `run()` consumes until stopped, idle (`until_idle`) or the deadline."""
+
+    name = "talent-sync"
+    lock = TALENT_SYNC_LOCK
+    events = ConsumerEvents(
+        poll_error="talent_sync_consumer_error",
+        retry="talent_sync_retry",
+        commit_failed="talent_sync_commit_failed",
+        relay_failed="talent_sync_relay_failed",
+    )
+    failed = SyncFailed
+    logger = log
+    group_id = CONSUMER_GROUP
+    batch_size = 2000
 
     def __init__(
         self,
         engine: Engine,
         bootstrap_servers: str,
         *,
-        group_id: str = CONSUMER_GROUP,
-        batch_size: int = 2000,
-        poll_timeout: float = 0.5,
         debounce_seconds: float = 30.0,
         cap_seconds: float = 300.0,
-        correlation_id: str | None = None,
-        relay_events: bool = True,
-        policy: FailurePolicy = SYNC_POLICY,
-        timeout: float = 30.0,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
-        self.engine = engine
-        self.bootstrap_servers = bootstrap_servers
-        self.group_id = group_id
-        self.batch_size = batch_size
-        self.poll_timeout = poll_timeout
+        super().__init__(engine, bootstrap_servers, **options)
         self.debounce_seconds = debounce_seconds
         self.cap_seconds = cap_seconds
-        self.correlation_id = correlation_id or f"talent-sync:{uuid.uuid4()}"
-        self.relay_events = relay_events
-        self.policy = policy
-        self.timeout = timeout
-        self._assigned: set[tuple[str, int]] = set()
         self._paused: set[int] = set()  # stage indexes waiting for their parents
-        self._consumer: Consumer | None = None
-        self._probe: Consumer | None = None
-        self._lock: SessionLock | None = None
+        self._contexts: dict[str, ApplyContext] = {}
 
-    # -- the loop -----------------------------------------------------------------------------
+    # -- the loop's hooks ---------------------------------------------------------------------
 
-    def run(
-        self,
-        *,
-        until_idle: bool = False,
-        idle_seconds: float = 0.5,
-        max_seconds: float | None = None,
-        should_stop: Callable[[], bool] | None = None,
-    ) -> SyncResult:
-        """Consumes until `should_stop()`, the deadline, or (`until_idle`) no message is left."""
-        started = time.monotonic()
-        deadline = None if max_seconds is None else started + max_seconds
-        stopper = Stopper(should_stop, deadline=deadline)
-        lock = SessionLock(TALENT_SYNC_LOCK, self.engine)
-        with lock as taken:
-            if not taken:
-                raise Refused("another talent-sync consumer is running", SYNC_LOCK_HELD)
-            self._lock = lock
-            try:
-                result = self._run_locked(until_idle, idle_seconds, stopper)
-            finally:
-                self._lock = None
-        result.seconds = time.monotonic() - started
-        log_event(log, logging.INFO, "talent_sync_finished", **result.log_fields())
-        return result
+    def _new_result(self) -> SyncResult:
+        return SyncResult()
 
-    def _run_locked(self, until_idle: bool, idle_seconds: float, stopper: Stopper) -> SyncResult:
-        result = SyncResult()
-        self._probe = probe_consumer(self.bootstrap_servers)
-        consumer: Consumer | None = None
-        relay: OutboxRelay | None = None
-        try:
-            self._assigned = self._partitions()
-            handbook = Retrier(self.policy, stopper)("read the handbook", self._handbook)
-            contexts = {
-                stage.topic: ApplyContext(
-                    correlation_id=self.correlation_id,
-                    handbook=handbook,
-                    debounce_seconds=self.debounce_seconds,
-                    cap_seconds=self.cap_seconds,
-                    stage=stage.stage,
-                )
-                for stage in ENTITIES
-            }
-            consumer = self._consumer = group_consumer(
-                self.bootstrap_servers, self.group_id, "pin-chessboard-talent-sync"
+    def _partitions(self) -> set[Partition]:
+        assert self._probe is not None
+        return check_topics(self.bootstrap_servers, self._probe, self.timeout)
+
+    def _prepare(self, stopper: Stopper) -> None:
+        handbook = Retrier(self.policy, stopper)("read the handbook", self._handbook)
+        self._contexts = {
+            stage.topic: ApplyContext(
+                correlation_id=self.correlation_id,
+                handbook=handbook,
+                debounce_seconds=self.debounce_seconds,
+                cap_seconds=self.cap_seconds,
+                stage=stage.stage,
             )
-            # every partition, from the group's committed offsets (earliest where there is none)
-            consumer.assign([TopicPartition(t, p, OFFSET_STORED) for t, p in sorted(self._assigned)])
-            relay = OutboxRelay(self.engine, self.bootstrap_servers) if self.relay_events else None
-            self._loop(consumer, relay, contexts, result, until_idle, idle_seconds, stopper)
-        finally:
-            if consumer is not None:
-                consumer.close()
-            self._consumer = None
-            if relay is not None:
-                relay.close()
-            self._probe.close()
-            self._probe = None
-            self._paused.clear()
-        return result
+            for stage in ENTITIES
+        }
 
     def _handbook(self) -> Any:
         with self.engine.connect() as conn:
             return load_handbook(conn)
 
-    def _loop(
-        self,
-        consumer: Consumer,
-        relay: OutboxRelay | None,
-        contexts: dict[str, ApplyContext],
-        result: SyncResult,
-        until_idle: bool,
-        idle_seconds: float,
-        stopper: Stopper,
-    ) -> None:
-        streak = FailureStreak(self.policy)
-        idle_since: float | None = None
-        while not stopper.stopped():
-            messages = self._poll(consumer)
-            if not messages:
-                if self._paused:
-                    self._resume_ready()
-                if until_idle and not self._paused:
-                    idle_since = idle_since or time.monotonic()
-                    if time.monotonic() - idle_since >= idle_seconds and self._lag() == 0:
-                        result.stopped = StopReason.DONE
-                        return
-                continue
-            idle_since = None
-            TALENT_SYNC_LAG_SECONDS.set(oldest_message_age(messages))
-            batch = self._barrier(messages, result)
-            if not batch:
-                continue
-            try:
-                applied = self._apply_batch(batch, contexts, result)
-            except Refused:
-                raise
-            except Exception as error:  # roll back, read the batch again, as the policy decides
-                self._failed_batch(batch, error, streak, result, stopper)
-                continue
-            streak.reset()
-            self._commit(consumer, batch)
-            result.batches += 1
-            if relay is not None and applied.events:
-                self._relay(relay, result)
-        result.stopped = stopper.reason
+    def _nothing_polled(self) -> bool:
+        if self._paused:
+            self._resume_ready()
+        return not self._paused
 
-    def _apply_batch(
-        self, batch: list[Any], contexts: dict[str, ApplyContext], result: SyncResult
-    ) -> ApplyResult:
+    def _admit(self, messages: list[Any], result: SyncResult) -> list[Any]:
+        TALENT_SYNC_LAG_SECONDS.set(oldest_message_age(messages))
+        return self._barrier(messages, result)
+
+    def _apply_batch(self, batch: list[Any], result: SyncResult) -> bool:
         # a store that restarted took the lock with the session: it is taken again before applying
         if self._lock is not None and not self._lock.ensure():
             raise Refused("another talent-sync consumer took over after a store restart", SYNC_LOCK_HELD)
         with _batch_span(batch):
-            return self._apply(batch, contexts, result)
+            return self._apply(batch, result).events > 0
 
-    def _failed_batch(
-        self, batch: list[Any], error: Exception, streak: FailureStreak, result: SyncResult, stopper: Stopper
-    ) -> None:
-        """Rewinds the batch and waits as the policy decides; SyncFailed when it gives up."""
-        result.retries += 1
-        self._rewind(batch)
-        if wait_after_failure(streak, error, stopper, "talent_sync_retry", log).give_up:
-            raise SyncFailed(f"a poll batch failed {streak.attempt} times: {error_line(error)}") from error
+    def _stopped(self, result: SyncResult, reason: StopReason) -> None:
+        result.stopped = reason
 
-    @staticmethod
-    def _relay(relay: OutboxRelay, result: SyncResult) -> None:
-        result.published += relay_fast_path(relay, "talent_sync_relay_failed")
+    def _completed(self, result: SyncResult) -> None:
+        log_event(log, logging.INFO, "talent_sync_finished", **result.log_fields())
 
-    def _poll(self, consumer: Consumer) -> list[Any]:
-        return poll_batch(consumer, self.batch_size, self.poll_timeout, "talent_sync_consumer_error")
+    def _finished(self) -> None:
+        self._paused.clear()
 
     # -- the stage barrier --------------------------------------------------------------------
 
@@ -314,14 +212,9 @@ class TalentSync:
                 self._consumer.resume([TopicPartition(t, p) for t, p in self._assigned if t == topic])
                 self._paused.discard(stage)
 
-    def _rewind(self, messages: list[Any]) -> None:
-        """Seek every partition of `messages` back to its first message there."""
-        assert self._consumer is not None
-        rewind(self._consumer, messages)
+    # -- applying -----------------------------------------------------------------------------
 
-    # -- applying and committing --------------------------------------------------------------
-
-    def _apply(self, batch: list[Any], contexts: dict[str, ApplyContext], result: SyncResult) -> ApplyResult:
+    def _apply(self, batch: list[Any], result: SyncResult) -> ApplyResult:
         by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for message in batch:  # consume() keeps the order of each partition
             by_topic[message.topic()].append(decode_message(message.key(), message.value()))
@@ -331,12 +224,12 @@ class TalentSync:
             # the names of this transaction's events are the handbook's now, not the run's start
             # (a rename commits between batches: docs/store.md#handbook-sync)
             handbook = load_handbook_for_publish(conn)
-            for context in contexts.values():
+            for context in self._contexts.values():
                 context.handbook = handbook
             for stage in ENTITIES:  # parent -> child
                 items = by_topic.get(stage.topic)
                 if items:
-                    r = apply_topic_items(conn, stage.name, items, contexts[stage.topic])
+                    r = apply_topic_items(conn, stage.name, items, self._contexts[stage.topic])
                     applied.append((stage.stage, r, sum(1 for i in items if is_tombstone(i))))
         for stage_name, r, tombstones in applied:  # counted once the transaction committed
             result.add(stage_name, r, tombstones)
@@ -350,14 +243,6 @@ class TalentSync:
             {f"pin.sync.{name}": getattr(total, name) for name in ("applied", "failed", "events")}
         )
         return total
-
-    def _commit(self, consumer: Consumer, batch: list[Any]) -> None:
-        """Offsets after the transaction: a failed commit only means the batch comes again."""
-        commit_batch(consumer, batch, "talent_sync_commit_failed")
-
-    def _partitions(self) -> set[tuple[str, int]]:
-        assert self._probe is not None
-        return check_topics(self.bootstrap_servers, self._probe, self.timeout)
 
 
 def oldest_message_age(messages: list[Any], now: float | None = None) -> float:
