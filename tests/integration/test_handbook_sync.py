@@ -24,7 +24,7 @@ from pin_chessboard_pipelines.talent.simulator.handbook import (
     rename_region,
 )
 from tests.support.replica import apply, context_factory, rows, tid
-from tests.support.talent_kafka import own_broker, produce
+from tests.support.talent_kafka import produce
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 
@@ -32,10 +32,9 @@ PROJECT_TOPIC = topic_of(PROJECT_UPSERTED)
 
 
 @pytest.fixture
-def broker():
-    with own_broker() as bootstrap:
-        ensure_handbook_topics(bootstrap)
-        yield bootstrap
+def broker(broker):
+    ensure_handbook_topics(broker)
+    return broker
 
 
 def project(developer_id: str, region_id: int | None, city_id: int | None, **extra) -> dict:

@@ -23,16 +23,9 @@ from pin_chessboard_pipelines.handbook_sync import store as handbook_store
 from pin_chessboard_pipelines.handbook_sync.values import HandbookValue, Kind
 from pin_chessboard_pipelines.talent.simulator.handbook import publish_handbook
 from tests.support.replica import apply, context_factory, tid
-from tests.support.talent_kafka import count, own_broker
+from tests.support.talent_kafka import count
 
-pytestmark = [pytest.mark.slow, pytest.mark.kafka]
-
-
-@pytest.fixture
-def broker(monkeypatch):
-    with own_broker() as bootstrap:
-        monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", bootstrap)
-        yield bootstrap
+pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.usefixtures("broker_in_settings")]
 
 
 def _resources(db_url: str) -> dict:
@@ -114,17 +107,6 @@ def test_sensor_starts_a_run_for_messages_or_a_pending_republish(db_url, engine,
     assert isinstance(caught_up, dg.SkipReason) and "caught up" in caught_up.skip_message
     assert isinstance(pending, dg.SensorResult)
     assert pending.run_requests[0].tags["pin/handbook-republish-pending"] == "1"
-
-
-@pytest.fixture
-def cli_env(db_url, broker, monkeypatch, tmp_path):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    monkeypatch.setenv("CHESSBOARD_DATABASE_URL", db_url)
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    monkeypatch.setenv("DAGSTER_POSTGRES_URL", db_url)
-    return home
 
 
 def test_handbook_sync_command(cli_env, engine, broker, capsys):

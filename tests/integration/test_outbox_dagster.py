@@ -161,15 +161,9 @@ def test_lag_check_fails_when_the_oldest_pending_row_is_older_than_five_minutes(
 
 
 @pytest.fixture
-def cli_env(db_url, kafka_bootstrap, monkeypatch, tmp_path):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")  # local storage in the folder
-    monkeypatch.setenv("CHESSBOARD_DATABASE_URL", db_url)
+def cli_env(cli_env, kafka_bootstrap, monkeypatch):
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    monkeypatch.setenv("DAGSTER_POSTGRES_URL", db_url)
-    return home
+    return cli_env
 
 
 def test_outbox_relay_command_runs_the_job_in_the_dagster_instance(cli_env, engine, kafka_bootstrap, capsys):

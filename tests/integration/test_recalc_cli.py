@@ -15,16 +15,9 @@ from tests.support.recalc_data import StoreBuilder, queue, standard_project
 
 
 @pytest.fixture
-def cli_env(db_url, monkeypatch, tmp_path):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    # a DAGSTER_HOME with its own dagster.yaml: Dagster's default local storage in the folder
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    monkeypatch.setenv("CHESSBOARD_DATABASE_URL", db_url)
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    monkeypatch.setenv("DAGSTER_POSTGRES_URL", db_url)
+def cli_env(cli_env, monkeypatch):
     monkeypatch.setenv("CHESSBOARD_RECALC_DEBOUNCE_SECONDS", "30")
-    return home
+    return cli_env
 
 
 def _last_json(out: str) -> dict:

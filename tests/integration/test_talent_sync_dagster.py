@@ -23,18 +23,11 @@ from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
 from pin_chessboard_pipelines.talent_sync import TalentSync
 from tests.support.polling import wait_until
-from tests.support.talent_kafka import count, own_broker
+from tests.support.talent_kafka import count
 
-pytestmark = [pytest.mark.slow, pytest.mark.kafka]
+pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.usefixtures("broker_in_settings")]
 
 SPEC = DatasetSpec(developers=1, projects_per_developer=2, objects_per_project=10)
-
-
-@pytest.fixture
-def broker(monkeypatch):
-    with own_broker() as bootstrap:
-        monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", bootstrap)
-        yield bootstrap
 
 
 def _resources(db_url: str) -> dict:
@@ -108,17 +101,6 @@ def publish_counts() -> list[int]:
         dataset.count(SPEC, c)
         for c in ("developers", "projects", "buildings", "layout-groups", "layouts", "property-objects")
     ]
-
-
-@pytest.fixture
-def cli_env(db_url, broker, monkeypatch, tmp_path):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")  # local storage in the folder
-    monkeypatch.setenv("CHESSBOARD_DATABASE_URL", db_url)
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    monkeypatch.setenv("DAGSTER_POSTGRES_URL", db_url)
-    return home
 
 
 def test_talent_sync_command_until_idle_and_its_refusals(cli_env, engine, broker, monkeypatch, capsys):
