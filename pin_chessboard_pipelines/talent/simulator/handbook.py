@@ -8,12 +8,10 @@ rename takes a version greater than any before it (milliseconds since the epoch 
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError, Producer
 
 from pin_chessboard_pipelines.store.handbook import (
     CITIES,
@@ -22,25 +20,14 @@ from pin_chessboard_pipelines.store.handbook import (
     REGIONS,
     REGIONS_TOPIC,
 )
+from pin_chessboard_pipelines.talent.simulator.publish import create_compacted_topics, json_value
 
 PARTITIONS = 1  # reference data: a few hundred keys
 
 
 def ensure_handbook_topics(bootstrap_servers: str, timeout: float = 30) -> None:
     """The two handbook topics, compacted; ones that exist are left as they are."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    new_topics = [
-        NewTopic(t, num_partitions=PARTITIONS, replication_factor=1, config={"cleanup.policy": "compact"})
-        for t in HANDBOOK_TOPICS
-    ]
-    for topic, future in admin.create_topics(
-        new_topics, operation_timeout=timeout, request_timeout=timeout
-    ).items():
-        try:
-            future.result(timeout)
-        except KafkaException as e:
-            if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise RuntimeError(f"creating topic {topic} failed: {e.args[0].str()}") from None
+    create_compacted_topics(bootstrap_servers, dict.fromkeys(HANDBOOK_TOPICS, PARTITIONS), timeout)
 
 
 def region_value(region_id: int, name: str, version: int) -> dict[str, Any]:
@@ -63,12 +50,7 @@ def publish_values(bootstrap_servers: str, messages: list[tuple[str, int, dict[s
 
     try:
         for topic, ident, value in messages:
-            body = (
-                None
-                if value is None
-                else json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
-            )
-            producer.produce(topic, key=str(ident).encode(), value=body, on_delivery=on_delivery)
+            producer.produce(topic, key=str(ident).encode(), value=json_value(value), on_delivery=on_delivery)
         left = producer.flush(30)
     finally:
         producer.close()

@@ -7,7 +7,8 @@ tombstone (null value) instead. Items are generated one at a time, so memory sta
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -20,12 +21,18 @@ POLL_EVERY = 1000  # serve delivery callbacks every this many messages
 
 def ensure_topics(bootstrap_servers: str, timeout: float = 30) -> None:
     """Create the Talent topics as compacted topics; ones that exist are left as they are."""
+    create_compacted_topics(bootstrap_servers, {s.topic: s.partitions for s in ENTITIES}, timeout)
+
+
+def create_compacted_topics(
+    bootstrap_servers: str, partitions: Mapping[str, int], timeout: float = 30
+) -> None:
+    """Creates the topics of `partitions` (topic -> partition count), compacted; ones that exist
+    are left as they are."""
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     new_topics = [
-        NewTopic(
-            s.topic, num_partitions=s.partitions, replication_factor=1, config={"cleanup.policy": "compact"}
-        )
-        for s in ENTITIES
+        NewTopic(topic, num_partitions=n, replication_factor=1, config={"cleanup.policy": "compact"})
+        for topic, n in partitions.items()
     ]
     for topic, future in admin.create_topics(
         new_topics, operation_timeout=timeout, request_timeout=timeout
@@ -61,11 +68,7 @@ def publish_dataset(spec: DatasetSpec, bootstrap_servers: str, *, tombstone_ever
             sent = 0
             for index, item in enumerate(iter_items(spec, stage.collection)):
                 tombstone = tombstone_every > 0 and (index + 1) % tombstone_every == 0
-                value = (
-                    None
-                    if tombstone
-                    else json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()
-                )
+                value = json_value(None if tombstone else item)
                 _produce(producer, stage.topic, item["id"].encode(), value, on_delivery)
                 sent += 1
                 if sent % POLL_EVERY == 0:
@@ -77,6 +80,11 @@ def publish_dataset(spec: DatasetSpec, bootstrap_servers: str, *, tombstone_ever
     if left or failures:
         raise RuntimeError(f"publishing failed: {left} messages undelivered; {'; '.join(failures)}")
     return counts
+
+
+def json_value(value: Mapping[str, Any] | None) -> bytes | None:
+    """A message value as the source writes it: compact UTF-8 JSON; None (a tombstone) stays None."""
+    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _produce(
