@@ -20,7 +20,7 @@ from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
 from pin_chessboard_pipelines.talent_sync import SYNC_LOCK_HELD, SyncFailed, TalentSync, sync_policy
 from tests.support.polling import wait_until
-from tests.support.talent_kafka import committed_offsets, count, produce, reset_group
+from tests.support.talent_kafka import committed_offsets, count, poisoned_objects, produce, reset_group
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 
@@ -36,7 +36,7 @@ SPEC = DatasetSpec(
     poison_every=13,
 )
 OBJECTS = dataset.count(SPEC, "property-objects")
-POISONED = [i for i in range(OBJECTS) if dataset.poison_kind(SPEC, i)]
+POISONED = poisoned_objects(SPEC)
 
 
 def sync(engine, bootstrap, **options):

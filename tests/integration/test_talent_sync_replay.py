@@ -18,7 +18,7 @@ from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP
 from pin_chessboard_pipelines.talent_import.request import Scope, build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
 from pin_chessboard_pipelines.talent_import.sources.topic_replay import TopicReplaySource, parse_cursor
-from tests.support.talent_kafka import committed_offsets, count, produce
+from tests.support.talent_kafka import committed_offsets, count, poisoned_objects, produce
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 
@@ -33,7 +33,7 @@ SPEC = DatasetSpec(
     poison_every=11,
 )
 OBJECTS = dataset.count(SPEC, "property-objects")
-POISONED = [i for i in range(OBJECTS) if dataset.poison_kind(SPEC, i)]
+POISONED = poisoned_objects(SPEC)
 
 
 def replay(db_url, engine, bootstrap, **request):

@@ -21,6 +21,7 @@ from pin_chessboard_pipelines.events.outbox import HEADER_NAMES
 from pin_chessboard_pipelines.runtime.embedded import admin_execute, free_port, start_tansu
 from pin_chessboard_pipelines.store.engine import get_engine, with_database
 from pin_chessboard_pipelines.store.tables import REPLICA_TABLES
+from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP
 from pin_chessboard_pipelines.talent_import.sources import TopicReplaySource
 from tests.support.postgres import template_name
@@ -42,6 +43,11 @@ def own_broker() -> Iterator[str]:
     finally:
         proc.kill()  # in-memory storage: nothing to shut down gracefully, no client to wait for
         proc.wait(timeout=10)
+
+
+def poisoned_objects(spec: dataset.DatasetSpec) -> list[int]:
+    """The indexes of the property objects `spec` makes invalid (quarantined when applied)."""
+    return [i for i in range(dataset.count(spec, "property-objects")) if dataset.poison_kind(spec, i)]
 
 
 @contextmanager
