@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypedDict, TypeVar
@@ -224,7 +225,7 @@ class ConsumerOptions(TypedDict, total=False):
     timeout: float
 
 
-class BatchConsumer(Generic[R]):
+class BatchConsumer(ABC, Generic[R]):
     """`run()` consumes until stopped, idle (`until_idle`) or the deadline (see the module's
     docstring). A subclass names itself, its lock, group, log events and failure, and applies a
     batch (`_apply_batch`); the other hooks default to doing nothing."""
@@ -234,7 +235,7 @@ class BatchConsumer(Generic[R]):
     events: ClassVar[ConsumerEvents]
     failed: ClassVar[type[Exception]]  # raised when a poll batch keeps failing
     logger: ClassVar[logging.Logger]
-    # the defaults of the instance's own values
+    # the subclass's defaults; the values given to __init__ replace them for that instance
     group_id: str
     batch_size: int
 
@@ -270,28 +271,28 @@ class BatchConsumer(Generic[R]):
 
     # -- what a subclass says -----------------------------------------------------------------
 
-    def _new_result(self) -> R:
-        raise NotImplementedError
+    @abstractmethod
+    def _new_result(self) -> R: ...
 
+    @abstractmethod
     def _partitions(self) -> set[Partition]:
         """Every partition the consumer reads (self._probe is open)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _apply_batch(self, batch: list[Any], result: R) -> bool:
         """Applies a poll batch in one transaction; True when the relay's fast path should run."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _lag(self) -> int:
         """Messages after the consumer's position on every partition."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _stopped(self, result: R, reason: StopReason) -> None:
         """Notes in `result` how the run ended."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _completed(self, result: R) -> None:
         """Logs the run's end."""
-        raise NotImplementedError
 
     def _prepare(self, stopper: Stopper) -> None:
         """Before the consumer is made (the partitions are known)."""
