@@ -5,7 +5,9 @@ driven by Playwright, outcomes read from the webserver's GraphQL API and the che
 - the `talent_full_bootstrap` launchpad: "all developers, this config", one import run of the
   `talent_initial_import` job (no backfill) that imports every developer;
 - a run of `pin-chessboard import` re-executed from its run page: the run belongs to its job, so the
-  Re-execute button carries no "may be a different version" warning.
+  Re-execute button carries no "may be a different version" warning;
+- the import job's graph with its six stages, and an import launched as a backfill listed by the
+  README's Runs link (runs within backfills included).
 
 The screenshots are the README's and docs/talent-initial-import.md's (docs/ui-full-bootstrap-*.png,
 docs/ui-cli-run-reexecute.png, docs/ui-import-job-graph.png).
@@ -28,6 +30,7 @@ from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.server import SimulatorServer
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, dismiss_newsletter
 from tests.support.dagster_stack import LOCATION, DagsterStack, start_dagster_stack
+from tests.support.polling import wait_until
 
 # webserver, daemon, run workers and a browser on a loaded 2-core machine: the deadlines add up past
 # the suite's 300 s per test
@@ -229,3 +232,35 @@ def test_a_cli_import_is_re_executed_from_the_ui_without_the_version_warning(ui:
     result = ui.gql.wait_for_run(again, timeout=600)
     assert result["status"] == "SUCCESS", (ui.gql.run_messages(again)[-30:], ui.stack.log_tail())
     assert ui.gql.run(again)["tags"].get("dagster/parent_run_id") == run_id
+
+
+def test_an_import_launched_as_a_backfill_is_listed_by_the_readmes_runs_link(ui: Ui, page):
+    # what Materialize all -> every partition -> Launch backfill sends
+    data = ui.gql.query(
+        """
+        mutation B($params: LaunchBackfillParams!) {
+          launchPartitionBackfill(backfillParams: $params) {
+            __typename ... on LaunchBackfillSuccess { backfillId } ... on Error { message }
+          }
+        }""",
+        {
+            "params": {
+                "assetSelection": [{"path": [stage]} for stage in STAGES],
+                "allPartitions": True,
+                "runConfigData": {"resources": {"talent_import": {"config": {"page_size": 5}}}},
+            }
+        },
+    )
+    backfill_id = data["launchPartitionBackfill"]["backfillId"]
+
+    def backfill_run() -> dict[str, Any] | None:
+        runs = ui.gql.runs(tags={"dagster/backfill": backfill_id}, limit=5)
+        if not runs:
+            time.sleep(0.5)  # at a pace the webserver takes
+        return runs[0] if runs else None
+
+    run = wait_until(backfill_run, timeout=240, what="the backfill's run")
+    assert ui.gql.wait_for_run(run["runId"], timeout=600)["status"] == "SUCCESS", ui.stack.log_tail()
+    assert ui.gql.run(run["runId"])["tags"]["pin/import"] == IMPORT_JOB  # tagged by its first stage
+    page.goto(f"{ui.stack.webserver_url}/runs?view=runs&q[0]=tag%3Apin%2Fimport%3D{IMPORT_JOB}")
+    page.get_by_text(run["runId"][:8]).first.wait_for()
