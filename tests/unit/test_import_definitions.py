@@ -97,3 +97,29 @@ def test_the_full_bootstrap_job_takes_the_request_without_the_project_filter():
         "pin/trigger": "talent_full_bootstrap",
         "pin/launched-by": "run-9",
     }
+
+
+def _bootstrap_failure(monkeypatch, **env: str) -> str:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    resources = {"chessboard": ChessboardResource(database_url="postgresql://pin@127.0.0.1:1/none")}
+    defs = dg.Definitions.merge(definitions(), dg.Definitions(resources=resources))
+    result = defs.resolve_job_def("talent_full_bootstrap").execute_in_process(raise_on_error=False)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    return failure.step_failure_data.user_failure_data.description
+
+
+def test_the_full_bootstrap_refuses_in_one_line_when_the_flag_is_off(monkeypatch):
+    line = _bootstrap_failure(monkeypatch, CHESSBOARD_TALENT_SYNC_ENABLED="false")
+    assert line.startswith("CHESSBOARD_IMPORT_DISABLED: ") and "\n" not in line
+
+
+def test_the_full_bootstrap_names_an_unreachable_source(monkeypatch):
+    line = _bootstrap_failure(
+        monkeypatch,
+        TALENT_API_URL="http://127.0.0.1:1",
+        TALENT_API_TIMEOUT_SECONDS="1",
+        CHESSBOARD_TALENT_SYNC_ENABLED="true",
+    )
+    assert line.startswith("listing the developers (ApiPull): ") and "\n" not in line
