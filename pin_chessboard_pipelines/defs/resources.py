@@ -98,9 +98,10 @@ def with_job_resources(defs: dg.Definitions) -> dg.Definitions:
     """`defs` with each job bound to the resources its ops (or its assets and checks) require, and to
     no other: Definitions binds every top-level resource to a job that lacks one (an asset job is
     resolved against all of them), so each launchpad listed, and asked for, every other job's
-    resource config. An asset job is resolved here against the whole asset graph, once with every
-    resource to learn what it requires, then with those only; the implicit asset job of Materialize
-    keeps them all (it holds every asset). Schedules and sensors that hold a job get the bound one."""
+    resource config. An asset job is resolved here, against the asset graph as defined (no resource
+    bound to an asset yet), once with every resource to learn what its assets and checks require,
+    then with those only; the implicit asset job of Materialize keeps them all (it holds every
+    asset). Schedules and sensors that hold a job get the bound one."""
     resources = wrap_resources_for_execution(defs.resources or {})
     bound: dict[str, dg.JobDefinition] = {}
     asset_graph = None

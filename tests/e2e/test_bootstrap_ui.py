@@ -235,7 +235,36 @@ def test_a_cli_import_is_re_executed_from_the_ui_without_the_version_warning(ui:
 
 
 def test_an_import_launched_as_a_backfill_is_listed_by_the_readmes_runs_link(ui: Ui, page):
-    # what Materialize all -> every partition -> Launch backfill sends
+    run = _run_of_backfill(
+        ui, _launch_backfill(ui, {"resources": {"talent_import": {"config": {"page_size": 5}}}})
+    )
+    assert ui.gql.wait_for_run(run["runId"], timeout=600)["status"] == "SUCCESS", ui.stack.log_tail()
+    assert ui.gql.run(run["runId"])["tags"]["pin/import"] == IMPORT_JOB  # tagged by its first stage
+    page.goto(f"{ui.stack.webserver_url}/runs?view=runs&q[0]=tag%3Apin%2Fimport%3D{IMPORT_JOB}")
+    page.get_by_text(run["runId"][:8]).first.wait_for()
+
+
+def _paced(predicate):
+    """predicate for wait_until at a pace the webserver takes (its 20 ms polls are for the database)."""
+
+    def paced():
+        value = predicate()
+        if not value:
+            time.sleep(0.5)
+        return value
+
+    return paced
+
+
+def _launch_backfill(ui: Ui, run_config: dict[str, Any]) -> str:
+    """What Materialize all -> every partition -> Launch backfill sends (once the discovery sensor
+    has added the developer partitions)."""
+    with ui.stack.instance() as instance:
+        wait_until(
+            _paced(lambda: len(instance.get_dynamic_partitions("talent_developers")) == SPEC.developers),
+            timeout=120,
+            what="the developer partitions",
+        )
     data = ui.gql.query(
         """
         mutation B($params: LaunchBackfillParams!) {
@@ -245,22 +274,75 @@ def test_an_import_launched_as_a_backfill_is_listed_by_the_readmes_runs_link(ui:
         }""",
         {
             "params": {
-                "assetSelection": [{"path": [stage]} for stage in STAGES],
+                "assetSelection": [{"path": [s]} for s in STAGES],
                 "allPartitions": True,
-                "runConfigData": {"resources": {"talent_import": {"config": {"page_size": 5}}}},
+                "runConfigData": run_config,
             }
         },
     )
-    backfill_id = data["launchPartitionBackfill"]["backfillId"]
+    return data["launchPartitionBackfill"]["backfillId"]
 
-    def backfill_run() -> dict[str, Any] | None:
+
+def _backfill_status(ui: Ui, backfill_id: str) -> str:
+    data = ui.gql.query(
+        "query S($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill { status } } }",
+        {"id": backfill_id},
+    )
+    return data["partitionBackfillOrError"]["status"]
+
+
+def _run_of_backfill(ui: Ui, backfill_id: str) -> dict[str, Any]:
+    def first() -> dict[str, Any] | None:
         runs = ui.gql.runs(tags={"dagster/backfill": backfill_id}, limit=5)
-        if not runs:
-            time.sleep(0.5)  # at a pace the webserver takes
         return runs[0] if runs else None
 
-    run = wait_until(backfill_run, timeout=240, what="the backfill's run")
-    assert ui.gql.wait_for_run(run["runId"], timeout=600)["status"] == "SUCCESS", ui.stack.log_tail()
-    assert ui.gql.run(run["runId"])["tags"]["pin/import"] == IMPORT_JOB  # tagged by its first stage
-    page.goto(f"{ui.stack.webserver_url}/runs?view=runs&q[0]=tag%3Apin%2Fimport%3D{IMPORT_JOB}")
-    page.get_by_text(run["runId"][:8]).first.wait_for()
+    return wait_until(_paced(first), timeout=240, what=f"the run of backfill {backfill_id}")
+
+
+def test_a_terminated_backfill_is_finished_by_its_re_execution_from_failure(ui: Ui):
+    # Dagster's way for a backfill whose import was terminated: the backfill page's Re-execute ->
+    # From failure makes a new backfill, whose run resumes the same import run and ends it Completed
+    ui.simulator.set_spec(dataclasses.replace(SPEC, latency_ms=400))
+    try:
+        first = _launch_backfill(
+            ui, {"resources": {"talent_import": {"config": {"page_size": 2, "workers": 1}}}}
+        )
+        run = _run_of_backfill(ui, first)
+        wait_until(
+            _paced(lambda: any(m.startswith("page-applied") for m in ui.gql.run_messages(run["runId"]))),
+            timeout=240,
+            what="the backfill's import applying pages",
+        )
+        ui.gql.terminate_run(run["runId"])
+        assert ui.gql.wait_for_run(run["runId"], timeout=180)["status"] == "CANCELED"
+    finally:
+        ui.simulator.set_spec(SPEC)
+    wait_until(
+        _paced(lambda: _backfill_status(ui, first) not in ("REQUESTED", "CANCELING")),
+        timeout=240,
+        what="the first backfill ended",
+    )
+    cancelled = ui.import_run(run["runId"])
+    assert cancelled is not None and cancelled["status"] == "Cancelled"
+
+    data = ui.gql.query(
+        """
+        mutation R($params: ReexecutionParams!) {
+          reexecutePartitionBackfill(reexecutionParams: $params) {
+            __typename ... on LaunchBackfillSuccess { backfillId } ... on Error { message }
+          }
+        }""",
+        {"params": {"parentRunId": first, "strategy": "FROM_FAILURE"}},
+    )
+    second = data["reexecutePartitionBackfill"]["backfillId"]
+    again = _run_of_backfill(ui, second)
+    assert ui.gql.wait_for_run(again["runId"], timeout=600)["status"] == "SUCCESS", ui.stack.log_tail()
+    wait_until(
+        _paced(lambda: _backfill_status(ui, second) == "COMPLETED_SUCCESS"),
+        timeout=240,
+        what="the re-execution's backfill a success",
+    )
+    resumed = ui.import_run(run["runId"])  # the same import run (its correlation id: the first run)
+    assert resumed is not None and resumed["status"] == "Completed"
+    assert resumed["dagster_run_id"] == again["runId"]
+    assert _backfill_status(ui, first) != "COMPLETED_SUCCESS"  # the first keeps its own status
