@@ -34,7 +34,8 @@ def build_definitions() -> dg.Definitions:
         dg.Definitions(resources={"chessboard": ChessboardResource()}, executor=build_executor()),
     )
     # each launchpad asks for the resources of its own job only (defs/resources.py)
-    return with_metadata_standards(with_job_resources(merged))
+    # (asset jobs are resolved there: against the assets with their standard metadata)
+    return with_job_resources(with_metadata_standards(merged))
 
 
 defs = build_definitions()

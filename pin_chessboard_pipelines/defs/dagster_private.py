@@ -6,11 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
+from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.definitions.reconstruct import ReconstructableRepository
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._core.execution.api import execute_run
 from dagster._core.execution.build_resources import wrap_resources_for_execution
 from dagster._core.execution.resources_init import get_transitive_required_resource_keys
+from dagster._core.origin import JobPythonOrigin
 from dagster._core.remote_origin import (
     ManagedGrpcPythonEnvCodeLocationOrigin,
     RemoteJobOrigin,
@@ -26,12 +29,15 @@ except ImportError:  # pragma: no cover - a Dagster without the helper: interrup
     capture_interrupts = check_captured_interrupt = None
 
 __all__ = [
+    "AssetGraph",
     "DagsterExecutionInterruptedError",
+    "JobPythonOrigin",
     "LoadableTargetOrigin",
     "ManagedGrpcPythonEnvCodeLocationOrigin",
     "ReconstructableRepository",
     "RemoteJobOrigin",
     "RemoteRepositoryOrigin",
+    "UnresolvedAssetJobDefinition",
     "capture_interrupts",
     "check_captured_interrupt",
     "execute_run",

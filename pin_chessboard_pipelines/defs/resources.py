@@ -12,6 +12,8 @@ import dagster as dg
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.defs.dagster_private import (
+    AssetGraph,
+    UnresolvedAssetJobDefinition,
     get_transitive_required_resource_keys,
     wrap_resources_for_execution,
 )
@@ -66,6 +68,15 @@ class ChessboardResource(dg.ConfigurableResource):
                 context.log_event(events_published(result.published, result.seconds, "fast path"))
 
 
+def _unbound_asset_graph(defs: dg.Definitions) -> AssetGraph:
+    """The asset graph of `defs` as its assets and checks are defined, without resources."""
+    assets = [
+        dg.AssetsDefinition(specs=[a]) if isinstance(a, dg.AssetSpec) else a
+        for a in [*(defs.assets or []), *(defs.asset_checks or [])]
+    ]
+    return AssetGraph.from_assets(assets)  # type: ignore[arg-type]
+
+
 def events_published(published: int, seconds: float, path: str, **metadata: Any) -> dg.AssetMaterialization:
     """A publish to the pin.chessboard topics, whichever path did it (a job's fast path, the relay job)."""
     return dg.AssetMaterialization(
@@ -84,17 +95,33 @@ def events_published(published: int, seconds: float, path: str, **metadata: Any)
 
 
 def with_job_resources(defs: dg.Definitions) -> dg.Definitions:
-    """`defs` with each op job bound to the resources its ops require, and to no other: Definitions
-    binds every top-level resource to a job that lacks one, so each launchpad listed (and asked for)
-    every other job's resource config. Schedules and sensors that hold a job get the bound one.
-    Asset jobs keep the top-level resources (Dagster resolves them against all of them)."""
+    """`defs` with each job bound to the resources its ops (or its assets and checks) require, and to
+    no other: Definitions binds every top-level resource to a job that lacks one (an asset job is
+    resolved against all of them), so each launchpad listed, and asked for, every other job's
+    resource config. An asset job is resolved here, against the asset graph as defined (no resource
+    bound to an asset yet), once with every resource to learn what its assets and checks require,
+    then with those only; the implicit asset job of Materialize keeps them all (it holds every
+    asset). Schedules and sensors that hold a job get the bound one."""
     resources = wrap_resources_for_execution(defs.resources or {})
     bound: dict[str, dg.JobDefinition] = {}
+    asset_graph = None
     for job in defs.jobs or []:
         if isinstance(job, dg.JobDefinition):
             available = {**resources, **job.resource_defs}  # the job's own ones win, as in Definitions
             keys = get_transitive_required_resource_keys(job.required_resource_keys, available)
             bound[job.name] = job.with_top_level_resources({k: available[k] for k in sorted(keys)})
+        elif isinstance(job, UnresolvedAssetJobDefinition):
+            # the graph of the assets as defined, before Definitions binds resources to each of them
+            # (a job merges in the resources of every asset of its graph, upstream ones included)
+            asset_graph = asset_graph or _unbound_asset_graph(defs)
+            resolved = job.resolve(asset_graph=asset_graph, resource_defs=resources)
+            keys = get_transitive_required_resource_keys(
+                resolved.required_resource_keys, resolved.resource_defs
+            )
+            bound[job.name] = job.resolve(
+                asset_graph=asset_graph,
+                resource_defs={k: resources[k] for k in sorted(keys) if k in resources},
+            )
 
     def rebound(targets: list[Any]) -> list[Any]:
         return [bound.get(getattr(t, "name", ""), t) for t in targets]

@@ -64,3 +64,62 @@ def test_jobs_sensors_checks_and_config():
     assert sorted(config_fields["mode"].config_type.config_values) == ["ApiPull", "TopicReplay"]
     assert all(field.description for field in config_fields.values())
     assert config_fields["workers"].default_value == 2 and config_fields["dry_run"].default_value is False
+
+
+def test_the_full_bootstrap_job_takes_the_request_without_the_project_filter():
+    from pin_chessboard_pipelines.defs.talent_import import bootstrap
+
+    defs = dg.Definitions.merge(definitions(), dg.Definitions(resources={"chessboard": ChessboardResource()}))
+    job = defs.resolve_job_def("talent_full_bootstrap")
+    op_config = job.run_config_schema.config_type.fields["ops"].config_type.fields["launch_full_bootstrap"]
+    fields = op_config.config_type.fields["config"].config_type.fields
+    assert set(fields) == {"mode", "page_size", "dry_run", "workers", "processes"}
+    assert all(field.description for field in fields.values())
+    config = talent_config.FullBootstrapConfig(mode="TopicReplay", page_size=7)
+    assert bootstrap.import_run_config(config) == {
+        "resources": {
+            "talent_import": {
+                "config": {
+                    "mode": "TopicReplay",
+                    "page_size": 7,
+                    "dry_run": False,
+                    "workers": 2,
+                    "processes": 1,
+                }
+            }
+        }
+    }
+    tags = bootstrap.import_run_tags({"pin/import": "talent_initial_import"}, ["a-1", "b-2", "c-3"], "run-9")
+    assert tags == {
+        "pin/import": "talent_initial_import",
+        "dagster/asset_partition_range_start": "a-1",
+        "dagster/asset_partition_range_end": "c-3",
+        "pin/trigger": "talent_full_bootstrap",
+        "pin/launched-by": "run-9",
+    }
+
+
+def _bootstrap_failure(monkeypatch, **env: str) -> str:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    resources = {"chessboard": ChessboardResource(database_url="postgresql://pin@127.0.0.1:1/none")}
+    defs = dg.Definitions.merge(definitions(), dg.Definitions(resources=resources))
+    result = defs.resolve_job_def("talent_full_bootstrap").execute_in_process(raise_on_error=False)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    return failure.step_failure_data.user_failure_data.description
+
+
+def test_the_full_bootstrap_refuses_in_one_line_when_the_flag_is_off(monkeypatch):
+    line = _bootstrap_failure(monkeypatch, CHESSBOARD_TALENT_SYNC_ENABLED="false")
+    assert line.startswith("CHESSBOARD_IMPORT_DISABLED: ") and "\n" not in line
+
+
+def test_the_full_bootstrap_names_an_unreachable_source(monkeypatch):
+    line = _bootstrap_failure(
+        monkeypatch,
+        TALENT_API_URL="http://127.0.0.1:1",
+        TALENT_API_TIMEOUT_SECONDS="1",
+        CHESSBOARD_TALENT_SYNC_ENABLED="true",
+    )
+    assert line.startswith("listing the developers (ApiPull): ") and "\n" not in line

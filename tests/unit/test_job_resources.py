@@ -1,4 +1,5 @@
-"""Each op job's launchpad asks for its own resources only (defs/resources.py with_job_resources)."""
+"""Each job's launchpad asks for its own resources only (defs/resources.py with_job_resources): an op
+job for its ops', an asset job for its assets' and checks'."""
 
 from __future__ import annotations
 
@@ -25,6 +26,28 @@ def test_a_schedule_runs_the_bound_job():
 
     from pin_chessboard_pipelines.definitions import defs
 
+    repository = defs.get_repository_def()
     for schedule in defs.schedules or []:
         if isinstance(schedule, dg.ScheduleDefinition) and isinstance(schedule.job, dg.JobDefinition):
-            assert set(schedule.job.resource_defs) == {"chessboard", "io_manager"}, schedule.name
+            bound = repository.get_job(schedule.job_name)
+            assert set(schedule.job.resource_defs) == set(bound.resource_defs), schedule.name
+            assert "talent_import" not in schedule.job.resource_defs, schedule.name
+
+
+@pytest.mark.parametrize(
+    ("job_name", "resources"),
+    [
+        ("chessboard_aggregates_audit", {"chessboard", "io_manager"}),
+        ("outbox_lag_check", {"chessboard", "io_manager"}),
+        ("talent_initial_import", {"chessboard", "io_manager", "talent_import"}),
+        ("project_inventory_daily_job", {"chessboard", "io_manager", "analytics_io_manager"}),
+        ("talent_full_bootstrap", {"chessboard", "io_manager"}),
+    ],
+)
+def test_an_asset_job_carries_only_the_resources_of_its_assets_and_checks(job_name, resources):
+    # (an upstream asset's resources stay out: the inventory reads property_objects, never talent_import)
+    assert _resource_fields(job_name) == resources
+
+
+def test_materialize_keeps_every_resource():
+    assert {"talent_import", "analytics_io_manager", "chessboard"} <= _resource_fields("__ASSET_JOB")

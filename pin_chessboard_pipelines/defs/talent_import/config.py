@@ -1,7 +1,7 @@
 """Names, asset keys and the launchpad config of the talent initial import's Dagster shell
 (docs/talent-initial-import.md#request)."""
 
-from typing import Literal
+from typing import Any, Literal
 
 import dagster as dg
 from pydantic import Field
@@ -14,6 +14,7 @@ PARTITIONS = "talent_developers"
 TALENT_DEVELOPERS = dg.DynamicPartitionsDefinition(name=PARTITIONS)
 IMPORT_JOB = "talent_initial_import"
 DISCOVERY_JOB = "talent_developers_discovery"
+BOOTSTRAP_JOB = "talent_full_bootstrap"  # every developer in one import run, from its launchpad
 QUARANTINE_CHECK = "no_quarantined_items"
 STUCK_CHECK = "import_not_stuck"
 STOP_PROBE_SECONDS = 0.25  # how often a step looks whether its run was terminated
@@ -47,40 +48,43 @@ OWNERS = ["team:pin-platform-core"]
 PROPERTY_OBJECTS_KEY = ASSET_KEYS[entities.PROPERTY_OBJECT.stage]
 
 
-class TalentImportConfig(dg.ConfigurableResource):
-    """TalentInitialImportRequest (docs/talent-initial-import.md#request): the developer partitions
-    of the run are the DeveloperIdFilter (all of them: no filter), the CorrelationId is the root
-    run id (re-execution resumes the same import run)."""
-
-    mode: Literal["ApiPull", "TopicReplay"] = Field(
+def _mode_field() -> Any:
+    return Field(
         default="ApiPull",
         description="ApiPull: pages of the Talent HTTP API. TopicReplay: the compacted Talent topics "
         "from offset 0 (resets the talent-sync consumer group).",
     )
-    page_size: int | None = Field(
+
+
+def _page_size_field() -> Any:
+    return Field(
         default=None,
         ge=1,
         le=2000,
         description="Items per page, 1..2000. Empty: CHESSBOARD_IMPORT_PAGE_SIZE (500). A resumed "
         "import keeps the page size it started with.",
     )
-    project_id_filter: str | None = Field(
-        default=None,
-        description="A Talent project id: re-sync that project only (ProjectIdFilter; the run's "
-        "partition is its developer). Empty: the selected developer partitions.",
-    )
-    dry_run: bool = Field(
+
+
+def _dry_run_field() -> Any:
+    return Field(
         default=False,
         description="Validate and count only: the run and its pages are recorded, nothing else is "
         "written (no replica row, quarantine row, outbox row or recalc request).",
     )
-    workers: int = Field(
+
+
+def _workers_field() -> Any:
+    return Field(
         default=2,
         ge=1,
         le=32,
         description="Page workers (threads) of each process that works on a stage.",
     )
-    processes: int = Field(
+
+
+def _processes_field() -> Any:
+    return Field(
         default=1,
         ge=1,
         le=16,
@@ -88,3 +92,31 @@ class TalentImportConfig(dg.ConfigurableResource):
         "(OS processes with CHESSBOARD_DAGSTER_EXECUTOR=multiprocess, pods with k8s; one after "
         "another in_process). Each claims its own pages; a DryRun takes 1.",
     )
+
+
+class TalentImportConfig(dg.ConfigurableResource):
+    """TalentInitialImportRequest (docs/talent-initial-import.md#request): the developer partitions
+    of the run are the DeveloperIdFilter (all of them: no filter), the CorrelationId is the root
+    run id (re-execution resumes the same import run)."""
+
+    mode: Literal["ApiPull", "TopicReplay"] = _mode_field()
+    page_size: int | None = _page_size_field()
+    project_id_filter: str | None = Field(
+        default=None,
+        description="A Talent project id: re-sync that project only (ProjectIdFilter; the run's "
+        "partition is its developer). Empty: the selected developer partitions.",
+    )
+    dry_run: bool = _dry_run_field()
+    workers: int = _workers_field()
+    processes: int = _processes_field()
+
+
+class FullBootstrapConfig(dg.Config):
+    """The launchpad of talent_full_bootstrap: the request of an import of every developer (the
+    talent_import resource's config without the project filter, which is a one-partition re-sync)."""
+
+    mode: Literal["ApiPull", "TopicReplay"] = _mode_field()
+    page_size: int | None = _page_size_field()
+    dry_run: bool = _dry_run_field()
+    workers: int = _workers_field()
+    processes: int = _processes_field()

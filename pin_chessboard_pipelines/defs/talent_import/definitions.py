@@ -1,5 +1,5 @@
 """Dagster shell of the talent initial import (docs/talent-initial-import.md): six partitioned
-assets over talent_import/, their checks, the import and discovery jobs, two sensors.
+assets over talent_import/, their checks, the import, full bootstrap and discovery jobs, two sensors.
 
 The launchpad config is config.TalentImportConfig (resource `talent_import`); the session of a run
 is session.py's.
@@ -8,6 +8,7 @@ is session.py's.
 import dagster as dg
 
 from pin_chessboard_pipelines.defs.talent_import.assets import STAGE_ASSETS, TALENT_SOURCES
+from pin_chessboard_pipelines.defs.talent_import.bootstrap import talent_full_bootstrap
 from pin_chessboard_pipelines.defs.talent_import.checks import import_not_stuck
 from pin_chessboard_pipelines.defs.talent_import.config import TalentImportConfig
 from pin_chessboard_pipelines.defs.talent_import.jobs import (
@@ -25,7 +26,12 @@ def definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=[*TALENT_SOURCES, *STAGE_ASSETS],
         asset_checks=[import_not_stuck],
-        jobs=[talent_initial_import, talent_developers_discovery, talent_replay_failed],
+        jobs=[
+            talent_full_bootstrap,
+            talent_initial_import,
+            talent_developers_discovery,
+            talent_replay_failed,
+        ],
         sensors=[talent_developers_sensor, talent_import_stuck_sensor],
         resources={"talent_import": TalentImportConfig()},
     )
