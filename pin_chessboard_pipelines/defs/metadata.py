@@ -117,23 +117,46 @@ TABLE_COLUMN_DESCRIPTIONS: Mapping[tuple[str, str], str] = {
     ("project_inventory_daily", "price_max"): "max price of free objects (NULL when none)",
 }
 
-# What each materialization / observation metadata key of a group's assets means.
+# planned / applied / skipped / failed of an import stage: what the counted items are
+_IMPORT_COUNTERS: Mapping[str, str] = {
+    "planned": "of the stage read from the source",
+    "applied": "of the stage created or changed",
+    "skipped": "of the stage skipped by the version guard (no-op)",
+    "failed": "of the stage quarantined (talent_import_failed_items)",
+}
+
+# What each materialization / observation metadata key of a group's assets means: the one place
+# these are described (the assets' pages show them as the `metadata_keys` table).
 METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
+    # the stage assets, per developer partition: the partition's own figures first, then the
+    # import run's (every developer of it), then this Dagster run's own work
     "talent_import": {
+        "developer_id": "the Talent id of the partition's developer",
+        **{key: f"this developer's items {text}" for key, text in _IMPORT_COUNTERS.items()},
+        "planned": "this developer's items of the stage read from the source (an orphan, an item "
+        "whose parent is not in the replica, counts under the developer whose listing it came from)",
+        **{
+            f"unattributed_{key}": f"items {text} that no developer partition counts (orphans of an "
+            "unfiltered or project listing, whose developer nothing tells)"
+            for key, text in _IMPORT_COUNTERS.items()
+        },
+        **{
+            f"import_{key}": f"items {text} in the whole import run, every developer of it"
+            for key, text in _IMPORT_COUNTERS.items()
+        },
         "import_run_id": "talent_import_runs.id of the import run",
-        "correlation_id": "CorrelationId (the Dagster root run id)",
+        "correlation_id": "CorrelationId: the first Dagster run of the import (re-executions resume it)",
         "import_status": "Running / Completed / Failed / Cancelled",
-        "scopes": "developers the run covers",
-        "dry_run": "DryRun: read and validated, nothing written",
-        "planned": "items read from the source for this stage",
-        "applied": "items created or changed",
-        "skipped": "items skipped by the version guard",
-        "failed": "items quarantined (talent_import_failed_items)",
-        "pages": "pages of the stage",
-        "pages_processed": "pages this run applied",
-        "duration_seconds": "wall time of the stage",
-        "items_per_second": "planned items per second",
-        "page_p99_ms": "p99 of the page transaction, ms",
+        "scopes": "the walks of the import: `all developers` or the filtered developers / project",
+        "dry_run": "DryRun: the counters say what a real run would do, nothing was written",
+        "pages": "pages of the stage in the import run",
+        "pages_processed": "pages this Dagster run applied (the rest were Done in an earlier run of a "
+        "resumed import)",
+        "processes": "OS processes (pods) that claimed those pages",
+        "duration_seconds": "this Dagster run's stage time, first claim to last Done",
+        "items_processed": "items this Dagster run processed in the stage",
+        "items_per_second": "items_processed per second of duration_seconds",
+        "page_p99_ms": "p99 of this Dagster run's page times, claim to Done, ms",
     },
     "recalc": {
         "projects_recalculated": "projects whose aggregates were recomputed",
