@@ -16,12 +16,15 @@ from pin_chessboard_pipelines.defs.dagster_private import (
     wrap_resources_for_execution,
 )
 from pin_chessboard_pipelines.events.fast_path import relay_after_commit
+from pin_chessboard_pipelines.events.outbox import pending_summary
 from pin_chessboard_pipelines.observability.tracing import configure_tracing
 from pin_chessboard_pipelines.runtime.services import missing_database_url
 from pin_chessboard_pipelines.settings import Settings, load_settings
 from pin_chessboard_pipelines.store.engine import get_engine
 
 EVENTS_ASSET = "pin_chessboard_events"  # the pin.chessboard.*.v1 topics (defs/outbox)
+LAG_CHECK = "outbox_lag_within_slo"
+LAG_SLO_SECONDS = 300.0  # consumer lag < 5 min after the hand-over (docs/events.md#outbox-and-relay)
 
 
 class ChessboardResource(dg.ConfigurableResource):
@@ -63,7 +66,20 @@ class ChessboardResource(dg.ConfigurableResource):
                 f"outbox fast path: {result.published} messages published in {result.seconds:.2f}s"
             )
             if result.published:
-                context.log_event(events_published(result.published, result.seconds, "fast path"))
+                self.log_published(context, result.published, result.seconds, "fast path")
+
+    def log_published(
+        self,
+        context: dg.OpExecutionContext | dg.AssetExecutionContext,
+        published: int,
+        seconds: float,
+        path: str,
+        **metadata: Any,
+    ) -> None:
+        """A materialization of pin_chessboard_events and, right after it, the evaluation of its
+        outbox_lag_within_slo check on it: every materialization has its check evaluated."""
+        context.log_event(events_published(published, seconds, path, **metadata))
+        context.log_event(lag_evaluation(pending_summary(self.engine)))
 
 
 def events_published(published: int, seconds: float, path: str, **metadata: Any) -> dg.AssetMaterialization:
@@ -79,6 +95,29 @@ def events_published(published: int, seconds: float, path: str, **metadata: Any)
             ),
             "path": dg.MetadataValue.text(path),
             **metadata,
+        },
+    )
+
+
+def lag_evaluation(summary: dict[str, float]) -> dg.AssetCheckEvaluation:
+    """outbox_lag_within_slo on the outbox's pending summary (events/outbox.pending_summary): the
+    oldest row not yet on Kafka is younger than LAG_SLO_SECONDS."""
+    age = summary["oldest_age_seconds"]
+    passed = age < LAG_SLO_SECONDS
+    backlog = int(summary["backlog"])
+    return dg.AssetCheckEvaluation(
+        asset_key=dg.AssetKey(EVENTS_ASSET),
+        check_name=LAG_CHECK,
+        passed=passed,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=(
+            f"{backlog} pending row(s), the oldest {age:.0f}s old (SLO {LAG_SLO_SECONDS:.0f}s)"
+            if backlog
+            else "no pending outbox row"
+        ),
+        metadata={
+            "backlog": dg.MetadataValue.int(backlog),
+            "oldest_pending_age_seconds": dg.MetadataValue.float(round(age, 3)),
         },
     )
 

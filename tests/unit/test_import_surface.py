@@ -54,6 +54,8 @@ def test_the_eta_is_estimated_as_soon_as_a_total_and_a_rate_exist():
     # the walk ended: the plan is the total, whatever the previous run read
     walked = {**walking, "walked": True}
     assert estimate_eta(**walked, rate=100.0, previous_planned=5000) == Eta(3.0, ETA_PLAN)
-    assert estimate_eta(**{**walked, "processed": 600}, rate=100.0, previous_planned=None) == Eta(0.0, ETA_PLAN)
+    assert estimate_eta(**{**walked, "processed": 600}, rate=100.0, previous_planned=None) == Eta(
+        0.0, ETA_PLAN
+    )
     assert Eta(9.4, ETA_PREVIOUS_RUN).fields() == {"EtaSeconds": "~9", "EtaBasis": "previous-run"}
     assert Eta(None, ETA_NONE).fields() == {"EtaSeconds": "unknown", "EtaBasis": "none"}

@@ -51,7 +51,7 @@ SELECT * FROM chessboard.talent_import_runs ORDER BY started_at DESC LIMIT 1
 SELECT (p.stage_counters -> :stage ->> 'planned')::bigint
 FROM chessboard.talent_import_runs AS r
 JOIN chessboard.talent_import_runs AS p
-  ON p.scopes = r.scopes AND p.mode = r.mode AND p.status = 'Completed' AND p.id <> r.id
+  ON p.scopes = r.scopes AND p.mode = r.mode AND p.status = 'Completed' AND p.started_at < r.started_at
 WHERE r.id = :run_id AND p.stage_counters -> :stage IS NOT NULL
 ORDER BY p.finished_at DESC NULLS LAST
 LIMIT 1
