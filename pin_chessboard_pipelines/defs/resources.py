@@ -79,7 +79,8 @@ class ChessboardResource(dg.ConfigurableResource):
         """A materialization of pin_chessboard_events and, right after it, the evaluation of its
         outbox_lag_within_slo check on it: every materialization has its check evaluated."""
         context.log_event(events_published(published, seconds, path, **metadata))
-        context.log_event(lag_evaluation(pending_summary(self.engine)))
+        # log_event takes an AssetCheckEvaluation (Dagster 1.13), its UserEvent type omits it
+        context.log_event(lag_evaluation(pending_summary(self.engine)))  # type: ignore[arg-type]
 
 
 def events_published(published: int, seconds: float, path: str, **metadata: Any) -> dg.AssetMaterialization:

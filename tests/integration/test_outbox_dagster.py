@@ -80,7 +80,13 @@ def test_relay_job_publishes_purges_and_reports_plottable_metadata(db_url, engin
     with dg.DagsterInstance.ephemeral() as instance:
         result = _run(db_url, instance, bootstrap_servers=kafka_bootstrap)
         published = [e for e in result.all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
+        kinds = [e.event_type_value for e in result.all_events]
+        checks = [e for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     assert result.success
+    # the lag check is evaluated on the materialization, right after it (not "Not evaluated")
+    (check,) = checks
+    assert check.event_specific_data.check_name == LAG_CHECK and check.event_specific_data.passed
+    assert kinds.index("ASSET_CHECK_EVALUATION") > kinds.index("ASSET_MATERIALIZATION")
     metadata = _output_metadata(result)
     assert (metadata["published"], metadata["purged"], metadata["backlog"]) == (4, 2, 0)
     assert metadata["messages_per_second"] > 0 and metadata["failed_attempts"] == 0
