@@ -273,6 +273,37 @@ def test_each_developer_partition_carries_its_own_figures_first(ui: Ui, page):
     page.get_by_text(latest[partition]["developer_id"], exact=True).first.wait_for()
     page.mouse.move(900, 860)  # off the list: no tooltip of the partition in the picture
     _screenshot_when_settled(page, DOCS / "ui-partitions.png")
+    # the import's checks and the events' lag check are evaluated on the latest materializations
+    for key, name in (
+        ("property_objects", "import_not_stuck"),
+        ("pin_chessboard_events", "outbox_lag_within_slo"),
+    ):
+        status = _poll(
+            lambda key=key, name=name: _check_status(ui, key, name),
+            timeout=120,
+            what=f"{name} evaluated on the latest materialization of {key}",
+        )
+        assert status == "SUCCEEDED", (key, name, status)
+
+
+def _check_status(ui: Ui, key: str, name: str) -> str | None:
+    """What the asset's Checks tab shows for the check: the status of its evaluation for the latest
+    materialization, None when that is "Not evaluated"."""
+    data = ui.gql.query(
+        """
+        query C($key: AssetKeyInput!, $name: String!) {
+          assetNodeOrError(assetKey: $key) {
+            ... on AssetNode {
+              assetCheckOrError(checkName: $name) {
+                ... on AssetCheck { executionForLatestMaterialization { status } }
+              }
+            }
+          }
+        }""",
+        {"key": {"path": [key]}, "name": name},
+    )
+    execution = data["assetNodeOrError"]["assetCheckOrError"].get("executionForLatestMaterialization")
+    return execution["status"] if execution else None
 
 
 def test_two_imports_launched_together_queue_and_the_cli_refuses(ui: Ui, page):
