@@ -13,7 +13,10 @@ import dagster as dg
 from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql
 
+from pin_chessboard_pipelines.recalc.runbook import OLDEST_DUE_ROWS
 from pin_chessboard_pipelines.store import tables
+
+TOP_PROJECTS = 10  # the inventory's top_projects table (defs/analytics)
 
 OWNER = "team:pin-chessboard"
 OWNERS_BY_GROUP: Mapping[str, tuple[str, ...]] = {
@@ -186,6 +189,34 @@ METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
 }
 
 
+# The same for assets whose keys are their own (they win over their group's).
+ASSET_METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
+    "recalc_queue": {
+        "queue_depth": "rows in project_recalc_requests",
+        "due": "rows whose DueAt has passed and that the drain takes now",
+        "held": "rows held by a Running import run (they wait for its end)",
+        "poison": "rows with AttemptCount >= CHESSBOARD_RECALC_POISON_ATTEMPTS, kept for RESET_POISON",
+        "next_due_at": "the earliest DueAt of a row that is not poison (UTC)",
+        "requested_events": "sum of RequestedCount over the queued rows (coalesced requests)",
+        "oldest_due": f"the {OLDEST_DUE_ROWS} rows due the longest, with project name, state and last error",
+    },
+    "project_inventory_daily": {
+        "dagster/row_count": "rows written for the day: one per live, non-archived project",
+        "dagster/column_schema": "the table's columns, types and meanings",
+        "free_objects": "plot: free objects of every project that day",
+        "free_value": "plot: sum of free objects' prices that day (float for the plot)",
+        "free_value_exact": "the same sum with every stored digit",
+        "median_free_price": "plot: median price of every free object that day (absent when none)",
+        "total_objects": "active objects (live, not Hidden) that day",
+        "projects": "live, non-archived projects that day",
+        "top_projects": f"the {TOP_PROJECTS} projects with the most free inventory (by value)",
+        "computed_at": "when the replica was read: a partition is the state at that time",
+        "run_figures": "not a plot, the run's own cost: `read_seconds` (the one COPY read of the replica), "
+        "`compute_seconds` (the pandas computation), `read_megabytes` (CSV bytes streamed from PostgreSQL)",
+    },
+}
+
+
 def column_type(table: Table, column: str) -> str:
     return str(table.c[column].type.compile(dialect=postgresql.dialect())).lower()
 
@@ -232,7 +263,7 @@ def standard_spec(spec: dg.AssetSpec) -> dg.AssetSpec:
     if table is not None:
         metadata.setdefault(TABLE_NAME_KEY, table_name(table))
         metadata.setdefault(COLUMN_SCHEMA_KEY, column_schema(table))
-    keys = METADATA_KEY_DESCRIPTIONS.get(group)
+    keys = ASSET_METADATA_KEY_DESCRIPTIONS.get(name) or METADATA_KEY_DESCRIPTIONS.get(group)
     if keys and METADATA_KEYS_KEY not in metadata:
         metadata[METADATA_KEYS_KEY] = metadata_keys_markdown(keys)
     return spec.replace_attributes(

@@ -81,3 +81,13 @@ def test_a_stage_partition_lists_its_developers_figures_first_and_every_key_has_
     node = _nodes()["property_objects"]
     assert "| `items_per_second` |" in node.metadata["metadata_keys"].value
     assert "items_per_second" not in (node.description or "")  # described once: in metadata_keys
+
+
+def test_the_assets_with_keys_of_their_own_read_them_from_the_one_table():
+    from pin_chessboard_pipelines.defs.metadata import ASSET_METADATA_KEY_DESCRIPTIONS
+
+    nodes = _nodes()
+    for name, keys in ASSET_METADATA_KEY_DESCRIPTIONS.items():
+        table = nodes[name].metadata["metadata_keys"].value
+        assert all(f"| `{key}` |" in table for key in keys), name
+    assert "| `queue_depth` |" not in nodes["chessboard_aggregates"].metadata["metadata_keys"].value
