@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData,
+)
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._core.execution.api import execute_run
@@ -26,6 +29,7 @@ except ImportError:  # pragma: no cover - a Dagster without the helper: interrup
     capture_interrupts = check_captured_interrupt = None
 
 __all__ = [
+    "AssetCheckEvaluationTargetMaterializationData",
     "DagsterExecutionInterruptedError",
     "LoadableTargetOrigin",
     "ManagedGrpcPythonEnvCodeLocationOrigin",

@@ -12,6 +12,7 @@ import dagster as dg
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.defs.dagster_private import (
+    AssetCheckEvaluationTargetMaterializationData,
     get_transitive_required_resource_keys,
     wrap_resources_for_execution,
 )
@@ -79,8 +80,23 @@ class ChessboardResource(dg.ConfigurableResource):
         """A materialization of pin_chessboard_events and, right after it, the evaluation of its
         outbox_lag_within_slo check on it: every materialization has its check evaluated."""
         context.log_event(events_published(published, seconds, path, **metadata))
-        # log_event takes an AssetCheckEvaluation (Dagster 1.13), its UserEvent type omits it
-        context.log_event(lag_evaluation(pending_summary(self.engine)))  # type: ignore[arg-type]
+        self.report_lag(context, path)
+
+    def report_lag(self, context: dg.OpExecutionContext | dg.AssetExecutionContext, path: str) -> None:
+        """outbox_lag_within_slo evaluated now on the latest materialization of the events, as an
+        event of its own (not of the run): Dagster keeps one check row per run and shows the newest
+        row, so a long run's later evaluation would hide behind a shorter run's, and the latest
+        publish would read "Not evaluated"."""
+        records = context.instance.fetch_materializations(dg.AssetKey(EVENTS_ASSET), limit=1).records
+        target = (
+            AssetCheckEvaluationTargetMaterializationData(
+                run_id=records[0].run_id, storage_id=records[0].storage_id, timestamp=records[0].timestamp
+            )
+            if records
+            else None
+        )
+        evaluation = lag_evaluation(pending_summary(self.engine), f"{path}, run {context.run_id}", target)
+        context.instance.report_runless_asset_event(evaluation)
 
 
 def events_published(published: int, seconds: float, path: str, **metadata: Any) -> dg.AssetMaterialization:
@@ -100,7 +116,11 @@ def events_published(published: int, seconds: float, path: str, **metadata: Any)
     )
 
 
-def lag_evaluation(summary: dict[str, float]) -> dg.AssetCheckEvaluation:
+def lag_evaluation(
+    summary: dict[str, float],
+    evaluated_by: str | None = None,
+    target: AssetCheckEvaluationTargetMaterializationData | None = None,
+) -> dg.AssetCheckEvaluation:
     """outbox_lag_within_slo on the outbox's pending summary (events/outbox.pending_summary): the
     oldest row not yet on Kafka is younger than LAG_SLO_SECONDS."""
     age = summary["oldest_age_seconds"]
@@ -119,7 +139,9 @@ def lag_evaluation(summary: dict[str, float]) -> dg.AssetCheckEvaluation:
         metadata={
             "backlog": dg.MetadataValue.int(backlog),
             "oldest_pending_age_seconds": dg.MetadataValue.float(round(age, 3)),
+            **({"evaluated_by": dg.MetadataValue.text(evaluated_by)} if evaluated_by else {}),
         },
+        target_materialization_data=target,  # the materialization it is about (not by timestamps)
     )
 
 

@@ -265,6 +265,8 @@ def test_the_stuck_sensor_reports_a_running_import_without_progress(env, engine)
             dg.build_sensor_context(instance=instance, resources=_resources(), cursor=first.cursor)
         )
         assert not materialized.asset_events[0].passed and materialized.cursor != first.cursor
+        [record] = instance.fetch_materializations(dg.AssetKey("property_objects"), limit=1).records
+        assert materialized.asset_events[0].target_materialization_data.storage_id == record.storage_id
         with engine.begin() as conn:
             conn.execute(sa.text("UPDATE chessboard.talent_import_runs SET status = 'Failed'"))
         recovered = sensor(
