@@ -11,6 +11,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from pin_chessboard_pipelines.cli import (
     db,
@@ -41,15 +42,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The attribute Dagster sets on a record it captured into a run's event log (dagster.yaml
+# `managed_python_loggers`); tests/unit/test_cli_logging.py checks it against Dagster's name.
+DAGSTER_RECORD_ATTR = "dagster_meta"
+
+
+class NotCapturedByARun(logging.Filter):
+    """A record a Dagster run of this process captured is printed by the run's console logger
+    already: the terminal's handler leaves it out, or every line of a run shows twice."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not hasattr(record, DAGSTER_RECORD_ATTR)
+
+
+def configure_logging(verbose: bool, stream: TextIO | None = None) -> logging.Handler:
+    """The terminal's log lines: one handler on stderr, records of a run left to the run's logger."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.addFilter(NotCapturedByARun())
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    return handler
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    configure_logging(args.verbose)
     try:
         configure_tracing(load_settings())  # every variable is checked before any command runs
         return int(args.func(args) or 0)

@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData,
+)
 from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
@@ -29,6 +32,7 @@ except ImportError:  # pragma: no cover - a Dagster without the helper: interrup
     capture_interrupts = check_captured_interrupt = None
 
 __all__ = [
+    "AssetCheckEvaluationTargetMaterializationData",
     "AssetGraph",
     "DagsterExecutionInterruptedError",
     "JobPythonOrigin",
@@ -41,8 +45,6 @@ __all__ = [
     "capture_interrupts",
     "check_captured_interrupt",
     "execute_run",
-    "capture_interrupts",
-    "check_captured_interrupt",
     "get_transitive_required_resource_keys",
     "wrap_resources_for_execution",
 ]

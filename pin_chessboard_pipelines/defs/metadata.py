@@ -13,7 +13,10 @@ import dagster as dg
 from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql
 
+from pin_chessboard_pipelines.recalc.runbook import OLDEST_DUE_ROWS
 from pin_chessboard_pipelines.store import tables
+
+TOP_PROJECTS = 10  # the inventory's top_projects table (defs/analytics)
 
 OWNER = "team:pin-chessboard"
 OWNERS_BY_GROUP: Mapping[str, tuple[str, ...]] = {
@@ -117,23 +120,46 @@ TABLE_COLUMN_DESCRIPTIONS: Mapping[tuple[str, str], str] = {
     ("project_inventory_daily", "price_max"): "max price of free objects (NULL when none)",
 }
 
-# What each materialization / observation metadata key of a group's assets means.
+# planned / applied / skipped / failed of an import stage: what the counted items are
+_IMPORT_COUNTERS: Mapping[str, str] = {
+    "planned": "of the stage read from the source",
+    "applied": "of the stage created or changed",
+    "skipped": "of the stage skipped by the version guard (no-op)",
+    "failed": "of the stage quarantined (talent_import_failed_items)",
+}
+
+# What each materialization / observation metadata key of a group's assets means: the one place
+# these are described (the assets' pages show them as the `metadata_keys` table).
 METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
+    # the stage assets, per developer partition: the partition's own figures first, then the
+    # import run's (every developer of it), then this Dagster run's own work
     "talent_import": {
+        "developer_id": "the Talent id of the partition's developer",
+        **{key: f"this developer's items {text}" for key, text in _IMPORT_COUNTERS.items()},
+        "planned": "this developer's items of the stage read from the source (an orphan, an item "
+        "whose parent is not in the replica, counts under the developer whose listing it came from)",
+        **{
+            f"unattributed_{key}": f"items {text} that no developer partition counts (orphans of an "
+            "unfiltered or project listing, whose developer nothing tells)"
+            for key, text in _IMPORT_COUNTERS.items()
+        },
+        **{
+            f"import_{key}": f"items {text} in the whole import run, every developer of it"
+            for key, text in _IMPORT_COUNTERS.items()
+        },
         "import_run_id": "talent_import_runs.id of the import run",
-        "correlation_id": "CorrelationId (the Dagster root run id)",
+        "correlation_id": "CorrelationId: the first Dagster run of the import (re-executions resume it)",
         "import_status": "Running / Completed / Failed / Cancelled",
-        "scopes": "developers the run covers",
-        "dry_run": "DryRun: read and validated, nothing written",
-        "planned": "items read from the source for this stage",
-        "applied": "items created or changed",
-        "skipped": "items skipped by the version guard",
-        "failed": "items quarantined (talent_import_failed_items)",
-        "pages": "pages of the stage",
-        "pages_processed": "pages this run applied",
-        "duration_seconds": "wall time of the stage",
-        "items_per_second": "planned items per second",
-        "page_p99_ms": "p99 of the page transaction, ms",
+        "scopes": "the walks of the import: `all developers` or the filtered developers / project",
+        "dry_run": "DryRun: the counters say what a real run would do, nothing was written",
+        "pages": "pages of the stage in the import run",
+        "pages_processed": "pages this Dagster run applied (the rest were Done in an earlier run of a "
+        "resumed import)",
+        "processes": "OS processes (pods) that claimed those pages",
+        "duration_seconds": "this Dagster run's stage time, first claim to last Done",
+        "items_processed": "items this Dagster run processed in the stage",
+        "items_per_second": "items_processed per second of duration_seconds",
+        "page_p99_ms": "p99 of this Dagster run's page times, claim to Done, ms",
     },
     "recalc": {
         "projects_recalculated": "projects whose aggregates were recomputed",
@@ -159,6 +185,34 @@ METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
         "oldest_pending_age_seconds": "age of the oldest pending row",
         "lock_busy": "another relay held the lock",
         "summary": "the relay result as JSON",
+    },
+}
+
+
+# The same for assets whose keys are their own (they win over their group's).
+ASSET_METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
+    "recalc_queue": {
+        "queue_depth": "rows in project_recalc_requests",
+        "due": "rows whose DueAt has passed and that the drain takes now",
+        "held": "rows held by a Running import run (they wait for its end)",
+        "poison": "rows with AttemptCount >= CHESSBOARD_RECALC_POISON_ATTEMPTS, kept for RESET_POISON",
+        "next_due_at": "the earliest DueAt of a row that is not poison (UTC)",
+        "requested_events": "sum of RequestedCount over the queued rows (coalesced requests)",
+        "oldest_due": f"the {OLDEST_DUE_ROWS} rows due the longest, with project name, state and last error",
+    },
+    "project_inventory_daily": {
+        "dagster/row_count": "rows written for the day: one per live, non-archived project",
+        "dagster/column_schema": "the table's columns, types and meanings",
+        "free_objects": "plot: free objects of every project that day",
+        "free_value": "plot: sum of free objects' prices that day (float for the plot)",
+        "free_value_exact": "the same sum with every stored digit",
+        "median_free_price": "plot: median price of every free object that day (absent when none)",
+        "total_objects": "active objects (live, not Hidden) that day",
+        "projects": "live, non-archived projects that day",
+        "top_projects": f"the {TOP_PROJECTS} projects with the most free inventory (by value)",
+        "computed_at": "when the replica was read: a partition is the state at that time",
+        "run_figures": "not a plot, the run's own cost: `read_seconds` (the one COPY read of the replica), "
+        "`compute_seconds` (the pandas computation), `read_megabytes` (CSV bytes streamed from PostgreSQL)",
     },
 }
 
@@ -209,7 +263,7 @@ def standard_spec(spec: dg.AssetSpec) -> dg.AssetSpec:
     if table is not None:
         metadata.setdefault(TABLE_NAME_KEY, table_name(table))
         metadata.setdefault(COLUMN_SCHEMA_KEY, column_schema(table))
-    keys = METADATA_KEY_DESCRIPTIONS.get(group)
+    keys = ASSET_METADATA_KEY_DESCRIPTIONS.get(name) or METADATA_KEY_DESCRIPTIONS.get(group)
     if keys and METADATA_KEYS_KEY not in metadata:
         metadata[METADATA_KEYS_KEY] = metadata_keys_markdown(keys)
     return spec.replace_attributes(

@@ -12,18 +12,22 @@ import dagster as dg
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.defs.dagster_private import (
+    AssetCheckEvaluationTargetMaterializationData,
     AssetGraph,
     UnresolvedAssetJobDefinition,
     get_transitive_required_resource_keys,
     wrap_resources_for_execution,
 )
 from pin_chessboard_pipelines.events.fast_path import relay_after_commit
+from pin_chessboard_pipelines.events.outbox import pending_summary
 from pin_chessboard_pipelines.observability.tracing import configure_tracing
 from pin_chessboard_pipelines.runtime.services import missing_database_url
 from pin_chessboard_pipelines.settings import Settings, load_settings
 from pin_chessboard_pipelines.store.engine import get_engine
 
 EVENTS_ASSET = "pin_chessboard_events"  # the pin.chessboard.*.v1 topics (defs/outbox)
+LAG_CHECK = "outbox_lag_within_slo"
+LAG_SLO_SECONDS = 300.0  # consumer lag < 5 min after the hand-over (docs/events.md#outbox-and-relay)
 
 
 class ChessboardResource(dg.ConfigurableResource):
@@ -65,7 +69,36 @@ class ChessboardResource(dg.ConfigurableResource):
                 f"outbox fast path: {result.published} messages published in {result.seconds:.2f}s"
             )
             if result.published:
-                context.log_event(events_published(result.published, result.seconds, "fast path"))
+                self.log_published(context, result.published, result.seconds, "fast path")
+
+    def log_published(
+        self,
+        context: dg.OpExecutionContext | dg.AssetExecutionContext,
+        published: int,
+        seconds: float,
+        path: str,
+        **metadata: Any,
+    ) -> None:
+        """A materialization of pin_chessboard_events and, right after it, the evaluation of its
+        outbox_lag_within_slo check on it: every materialization has its check evaluated."""
+        context.log_event(events_published(published, seconds, path, **metadata))
+        self.report_lag(context, path)
+
+    def report_lag(self, context: dg.OpExecutionContext | dg.AssetExecutionContext, path: str) -> None:
+        """outbox_lag_within_slo evaluated now on the latest materialization of the events, as an
+        event of its own (not of the run): Dagster keeps one check row per run and shows the newest
+        row, so a long run's later evaluation would hide behind a shorter run's, and the latest
+        publish would read "Not evaluated"."""
+        records = context.instance.fetch_materializations(dg.AssetKey(EVENTS_ASSET), limit=1).records
+        target = (
+            AssetCheckEvaluationTargetMaterializationData(
+                run_id=records[0].run_id, storage_id=records[0].storage_id, timestamp=records[0].timestamp
+            )
+            if records
+            else None
+        )
+        evaluation = lag_evaluation(pending_summary(self.engine), f"{path}, run {context.run_id}", target)
+        context.instance.report_runless_asset_event(evaluation)
 
 
 def _unbound_asset_graph(defs: dg.Definitions) -> AssetGraph:
@@ -91,6 +124,35 @@ def events_published(published: int, seconds: float, path: str, **metadata: Any)
             "path": dg.MetadataValue.text(path),
             **metadata,
         },
+    )
+
+
+def lag_evaluation(
+    summary: dict[str, float],
+    evaluated_by: str | None = None,
+    target: AssetCheckEvaluationTargetMaterializationData | None = None,
+) -> dg.AssetCheckEvaluation:
+    """outbox_lag_within_slo on the outbox's pending summary (events/outbox.pending_summary): the
+    oldest row not yet on Kafka is younger than LAG_SLO_SECONDS."""
+    age = summary["oldest_age_seconds"]
+    passed = age < LAG_SLO_SECONDS
+    backlog = int(summary["backlog"])
+    return dg.AssetCheckEvaluation(
+        asset_key=dg.AssetKey(EVENTS_ASSET),
+        check_name=LAG_CHECK,
+        passed=passed,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=(
+            f"{backlog} pending row(s), the oldest {age:.0f}s old (SLO {LAG_SLO_SECONDS:.0f}s)"
+            if backlog
+            else "no pending outbox row"
+        ),
+        metadata={
+            "backlog": dg.MetadataValue.int(backlog),
+            "oldest_pending_age_seconds": dg.MetadataValue.float(round(age, 3)),
+            **({"evaluated_by": dg.MetadataValue.text(evaluated_by)} if evaluated_by else {}),
+        },
+        target_materialization_data=target,  # the materialization it is about (not by timestamps)
     )
 
 

@@ -63,6 +63,7 @@ class StageWork:
         self.first_failure: dict[int, float] = {}  # page id -> monotonic time of its first failure
         self.claimed_by = process_name()
         self._held: set[int] = set()  # the pages this process works on: their heartbeats are renewed
+        self._names: dict[str, str] = {}  # developer scope -> the developer's name (page lines)
         self.retrying = Retrier(
             self.options.page_retry_seconds,
             should_stop=self.stopping,
@@ -114,6 +115,24 @@ class StageWork:
     def held(self) -> list[int]:
         with self._lock:
             return sorted(self._held)
+
+    def developer_fields(self, scope: str) -> dict[str, str]:
+        """`Developer=<name>` of a page line when the page belongs to one developer (a developer
+        scope) and the replica knows its name (after the Developers stage; read once per scope)."""
+        developer = Scope.from_key(scope).developer_id
+        if developer is None:
+            return {}
+        name = self._names.get(developer)
+        if name is None:
+            try:
+                with self.session.engine.connect() as conn:
+                    name = runs.developer_names(conn, [developer]).get(developer)
+            except Exception:  # a log line's name never fails a page
+                return {}
+            if name is None:
+                return {}
+            self._names[developer] = name
+        return {"Developer": repr(name)}
 
     def processed(self, elapsed_ms: float) -> None:
         with self._lock:
@@ -369,6 +388,7 @@ class PageWorker:
             "page-applied",
             **session.log_fields(stage.stage, page.page_no),
             Scope=page.scope or "all",
+            **self.work.developer_fields(page.scope),
             Items=planned,
             ItemsApplied=result.applied,
             ItemsSkipped=result.skipped,

@@ -7,6 +7,7 @@ import logging
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from typing import TextIO
 from uuid import UUID
 
@@ -83,23 +84,63 @@ class ProgressBar:
 PROGRESS_SECONDS = 5.0  # a stage that runs longer logs a stage-progress line this often
 
 
-def progress_fields(row: runs.Row | None, items_before: int, elapsed: float) -> dict[str, str | int]:
+ETA_PLAN = "plan"  # the walk ended: the stage's items are known
+ETA_PREVIOUS_RUN = "previous-run"  # still walking: the last Completed run of the same scopes read this many
+ETA_NONE = "none"
+
+
+@dataclass(frozen=True)
+class Eta:
+    """Seconds left in a stage at this run's rate, and what the total it assumes rests on."""
+
+    seconds: float | None  # None: cannot be estimated yet
+    basis: str  # ETA_PLAN, ETA_PREVIOUS_RUN or ETA_NONE
+
+    def fields(self) -> dict[str, str]:
+        """`EtaSeconds=~120 EtaBasis=plan`: "~" says it is an estimate (the rate changes)."""
+        shown = "unknown" if self.seconds is None else f"~{self.seconds:.0f}"
+        return {"EtaSeconds": shown, "EtaBasis": self.basis}
+
+
+def estimate_eta(
+    *, walked: bool, planned: int, processed: int, rate: float, previous_planned: int | None
+) -> Eta:
+    """Time left in a stage: (items in the stage - items processed) / items per second.
+
+    The items in the stage are the plan once the walk ended; while it goes on the plan only grows,
+    so the previous Completed run of the same scopes stands in for it (never less than what the walk
+    planned so far); without either, or before a first item at a rate, it is unknown."""
+    if rate <= 0:
+        return Eta(None, ETA_NONE)
+    if walked:
+        total, basis = planned, ETA_PLAN
+    elif previous_planned:
+        total, basis = max(previous_planned, planned), ETA_PREVIOUS_RUN
+    else:
+        return Eta(None, ETA_NONE)
+    return Eta(max(0, total - processed) / rate, basis)
+
+
+def progress_fields(
+    row: runs.Row | None, items_before: int, elapsed: float, previous_planned: int | None = None
+) -> dict[str, str | int]:
     """The figures of a stage-progress line: pages Done / planned ("+": the walk goes on), the items
-    this run processed, its rate and the time left at that rate (pages of resumed runs done before
-    are not this run's work)."""
+    this run processed, its rate and the time left at that rate (estimate_eta; pages of resumed
+    runs done before are not this run's work)."""
     pages, done = (int(row["pages"]), int(row["done"])) if row is not None else (0, 0)
     walked = bool(row["walked"]) if row is not None else False
     processed = int(row["processed"] or 0) if row is not None else 0
     planned = int(row["planned"] or 0) if row is not None else 0
     items = max(0, processed - items_before)
     rate = items / elapsed if elapsed > 0 else 0.0
-    left = max(0, planned - processed)
-    eta = f"{left / rate:.0f}" if walked and rate > 0 else "unknown"
+    eta = estimate_eta(
+        walked=walked, planned=planned, processed=processed, rate=rate, previous_planned=previous_planned
+    )
     return {
         "Pages": f"{done}/{pages}{'' if walked else '+'}",
         "Items": items,
         "ItemsPerSecond": f"{rate:.0f}",
-        "EtaSeconds": eta,
+        **eta.fields(),
     }
 
 
@@ -119,6 +160,7 @@ class StageProgress:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"import-{stage}-progress", daemon=True)
         self._items_before = 0
+        self._previous_planned: int | None = None
         self._started = 0.0
         self.items = 0  # processed by this run (pages of an earlier run of a resumed import excluded)
         self.seconds = 0.0
@@ -126,6 +168,11 @@ class StageProgress:
     def __enter__(self) -> StageProgress:
         row = self._row_now()
         self._items_before = int(row["processed"] or 0) if row is not None else 0
+        try:
+            with self.engine.connect() as conn:
+                self._previous_planned = runs.previous_stage_planned(conn, self.run_id, self.stage)
+        except Exception:  # no estimate from a previous run: progress never breaks the stage
+            self._previous_planned = None
         self._started = time.monotonic()
         self._thread.start()
         return self
@@ -153,7 +200,10 @@ class StageProgress:
         while not self._stop.wait(self.every):
             try:
                 figures = progress_fields(
-                    self._row_now(), self._items_before, time.monotonic() - self._started
+                    self._row_now(),
+                    self._items_before,
+                    time.monotonic() - self._started,
+                    self._previous_planned,
                 )
             except Exception:  # progress never breaks the stage
                 continue

@@ -247,6 +247,18 @@ def sum_stage_counters(conn: Connection, run_id: uuid.UUID) -> dict[str, StageCo
     return stages_from_mapping(counters)
 
 
+def previous_stage_planned(conn: Connection, run_id: uuid.UUID, stage: str) -> int | None:
+    """Items the latest Completed run of the same scopes and mode read in `stage` (None: no such run)."""
+    planned = conn.execute(_q("previous_stage_planned"), {"run_id": run_id, "stage": stage}).scalar()
+    return None if planned is None else int(planned)
+
+
+def developer_names(conn: Connection, talent_ids: list[str]) -> dict[str, str]:
+    """Talent developer id -> the replica's name of the developer (those in the replica)."""
+    rows = conn.execute(_q("developer_names"), {"talent_ids": talent_ids})
+    return {talent_id: name for talent_id, name in rows}
+
+
 def get_run(conn: Connection, run_id: uuid.UUID) -> Row | None:
     return conn.execute(_q("run_by_id"), {"run_id": run_id}).mappings().first()
 

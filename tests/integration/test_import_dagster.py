@@ -18,7 +18,7 @@ from pin_chessboard_pipelines.defs.talent_import.partitions import developer_id_
 from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
-from pin_chessboard_pipelines.talent_import import runner
+from pin_chessboard_pipelines.talent_import import runner, runs
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
 
 SPEC = DatasetSpec(developers=3, projects_per_developer=2, objects_per_project=6)
@@ -106,21 +106,43 @@ def test_one_run_over_all_partitions_is_one_unfiltered_import(env, engine, db_ur
         checks = [
             e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
         ]
-        assert len(checks) == len(ENTITIES) and all(c.passed for c in checks)
+        # a quarantine check per stage and import_not_stuck: every check of the stages evaluated
+        assert len(checks) == len(ENTITIES) + 1 and all(c.passed for c in checks)
+        assert "import_not_stuck" in {c.check_name for c in checks}
     with ImportLock(db_url) as lock:  # released with the last stage
         lock.acquire(timeout=0)
 
 
 @pytest.mark.slow
-def test_one_partition_resyncs_one_developer(env, engine):
+def test_one_partition_resyncs_one_developer(env, engine, caplog):
     developer = _developers()[1]
+    caplog.set_level("INFO", logger="pin_chessboard_pipelines.talent_import")
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(PARTITION, _developers())
         result = import_job().execute_in_process(
             instance=instance, run_config=_config(), partition_key=developer
         )
         assert result.success
-    [run] = _runs(engine)
+        [materialized] = _materializations(result, "property_objects")
+        # the partition's own figures first, the import run's after
+        assert list(materialized.metadata)[:5] == ["developer_id", "planned", "applied", "skipped", "failed"]
+        # the same scope again: its stages have the first run's totals for an ETA while walking
+        again = import_job().execute_in_process(
+            instance=instance, run_config=_config(), partition_key=developer
+        )
+        assert again.success
+    name = dataset.item(SPEC, "developers", 1)["name"]
+    applied = [r.getMessage() for r in caplog.records if r.getMessage().startswith("page-applied")]
+    # every page of a developer's partition names the developer (the Developers stage's page too:
+    # its name is in the replica once the page committed)
+    assert applied and all(f"Scope={developer} Developer={name!r}" in line for line in applied)
+    first, second = sorted(_runs(engine), key=lambda r: r["started_at"])
+    with engine.connect() as conn:
+        assert runs.previous_stage_planned(conn, second["id"], "PropertyObjects") == (
+            SPEC.projects_per_developer * SPEC.objects_per_project
+        )
+        assert runs.previous_stage_planned(conn, first["id"], "PropertyObjects") is None
+    run = first
     assert run["scopes"] == [developer] and str(run["developer_id_filter"]) == developer
     with engine.connect() as conn:
         developers = (
@@ -162,10 +184,12 @@ def test_re_execute_from_failure_resumes_the_same_import_run(env, engine, monkey
             reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, instance),
         )
         assert second.success
-        # only the failed stage's steps ran again (its page step and barrier), resuming the same import run
+        # only the failed stage's steps ran again (its page step and barrier), resuming the same import
+        # run, and the check downstream of it
         assert {e.step_key for e in second.all_events if e.event_type_value == "STEP_SUCCESS"} == {
             "property_objects.property_objects_pages_0",
             "property_objects.property_objects_barrier",
+            "property_objects_import_not_stuck",
         }
     [resumed] = _runs(engine)
     assert resumed["id"] == run["id"] and resumed["status"] == "Completed"
@@ -235,6 +259,14 @@ def test_the_stuck_sensor_reports_a_running_import_without_progress(env, engine)
             dg.build_sensor_context(instance=instance, resources=_resources(), cursor=first.cursor)
         )
         assert isinstance(unchanged, dg.SkipReason)
+        # property_objects materialized since (a run without the check): it gets an evaluation of its own
+        instance.report_runless_asset_event(dg.AssetMaterialization("property_objects"))
+        materialized = sensor(
+            dg.build_sensor_context(instance=instance, resources=_resources(), cursor=first.cursor)
+        )
+        assert not materialized.asset_events[0].passed and materialized.cursor != first.cursor
+        [record] = instance.fetch_materializations(dg.AssetKey("property_objects"), limit=1).records
+        assert materialized.asset_events[0].target_materialization_data.storage_id == record.storage_id
         with engine.begin() as conn:
             conn.execute(sa.text("UPDATE chessboard.talent_import_runs SET status = 'Failed'"))
         recovered = sensor(

@@ -80,7 +80,15 @@ def test_relay_job_publishes_purges_and_reports_plottable_metadata(db_url, engin
     with dg.DagsterInstance.ephemeral() as instance:
         result = _run(db_url, instance, bootstrap_servers=kafka_bootstrap)
         published = [e for e in result.all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
+        check_key = dg.AssetCheckKey(EVENTS.key, LAG_CHECK)
+        latest = instance.event_log_storage.get_latest_asset_check_execution_by_key([check_key])[check_key]
+        materialized = instance.fetch_materializations(EVENTS.key, limit=1).records[0]
     assert result.success
+    # the lag check is evaluated on the materialization, right after it (not "Not evaluated"), as
+    # an event of its own that names the run
+    evaluation = latest.event.dagster_event.event_specific_data
+    assert evaluation.passed and result.run_id in evaluation.metadata["evaluated_by"].value
+    assert evaluation.target_materialization_data.storage_id == materialized.storage_id
     metadata = _output_metadata(result)
     assert (metadata["published"], metadata["purged"], metadata["backlog"]) == (4, 2, 0)
     assert metadata["messages_per_second"] > 0 and metadata["failed_attempts"] == 0

@@ -55,3 +55,39 @@ def test_the_inventory_asset_is_daily_in_the_analytics_group_after_the_aggregate
     assert isinstance(node.partitions_def, dg.DailyPartitionsDefinition)
     assert {k.to_user_string() for k in node.parent_keys} == {"chessboard_aggregates", "property_objects"}
     assert node.kinds == {"pandas", "postgres"}
+
+
+def test_a_stage_partition_lists_its_developers_figures_first_and_every_key_has_one_description():
+    from pin_chessboard_pipelines.defs.metadata import METADATA_KEY_DESCRIPTIONS
+    from pin_chessboard_pipelines.defs.talent_import.assets import partition_metadata
+    from pin_chessboard_pipelines.entities import DEVELOPER, pin_id
+    from pin_chessboard_pipelines.talent_import.result import StageCounters
+
+    developer = "b4294e04-0840-861c-8000-000000000000"
+    key = f"gk-osnova-1-{developer}"
+    by_tenant = {
+        str(pin_id(DEVELOPER.name, developer)): StageCounters(planned=400, applied=390, skipped=6, failed=4),
+        "": StageCounters(planned=2, failed=2),
+    }
+    run_wide = {"import_planned": dg.MetadataValue.int(1200), "items_per_second": dg.MetadataValue.float(9.0)}
+    metadata = partition_metadata([key], by_tenant, run_wide)[key]
+    assert list(metadata)[:5] == ["developer_id", "planned", "applied", "skipped", "failed"]
+    assert metadata["planned"].value == 400 and metadata["failed"].value == 4
+    assert metadata["unattributed_failed"].value == 2
+    assert list(metadata).index("import_planned") > list(metadata).index("unattributed_failed")
+    described = METADATA_KEY_DESCRIPTIONS["talent_import"]
+    assert list(described)[:5] == list(metadata)[:5]  # the metadata_keys table reads in the same order
+    assert set(metadata) <= set(described)
+    node = _nodes()["property_objects"]
+    assert "| `items_per_second` |" in node.metadata["metadata_keys"].value
+    assert "items_per_second" not in (node.description or "")  # described once: in metadata_keys
+
+
+def test_the_assets_with_keys_of_their_own_read_them_from_the_one_table():
+    from pin_chessboard_pipelines.defs.metadata import ASSET_METADATA_KEY_DESCRIPTIONS
+
+    nodes = _nodes()
+    for name, keys in ASSET_METADATA_KEY_DESCRIPTIONS.items():
+        table = nodes[name].metadata["metadata_keys"].value
+        assert all(f"| `{key}` |" in table for key in keys), name
+    assert "| `queue_depth` |" not in nodes["chessboard_aggregates"].metadata["metadata_keys"].value

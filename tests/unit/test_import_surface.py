@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from pin_chessboard_pipelines.defs.talent_import.partitions import developer_id_of, partition_key, slug
-from pin_chessboard_pipelines.talent_import.progress import progress_fields
+from pin_chessboard_pipelines.talent_import.progress import (
+    ETA_NONE,
+    ETA_PLAN,
+    ETA_PREVIOUS_RUN,
+    Eta,
+    estimate_eta,
+    progress_fields,
+)
 
 DEVELOPER = "b4294e04-0840-861c-8000-000000000000"
 
@@ -21,7 +28,34 @@ def test_a_partition_key_reads_as_the_developer_and_gives_back_its_id():
 def test_progress_counts_this_runs_items_only():
     row = {"pages": 10, "done": 4, "walked": True, "planned": 1000, "processed": 400}
     figures = progress_fields(row, items_before=200, elapsed=10.0)  # 200 done by an earlier run
-    assert figures == {"Pages": "4/10", "Items": 200, "ItemsPerSecond": "20", "EtaSeconds": "30"}
+    assert figures == {
+        "Pages": "4/10",
+        "Items": 200,
+        "ItemsPerSecond": "20",
+        "EtaSeconds": "~30",
+        "EtaBasis": "plan",
+    }
     walking = progress_fields({**row, "walked": False}, items_before=0, elapsed=10.0)
     assert walking["Pages"] == "4/10+" and walking["EtaSeconds"] == "unknown"
+    assert walking["EtaBasis"] == "none"
+    # still walking, but the last Completed run of the same scopes read 2000 items of the stage
+    guessed = progress_fields({**row, "walked": False}, items_before=0, elapsed=10.0, previous_planned=2000)
+    assert guessed["EtaSeconds"] == "~40" and guessed["EtaBasis"] == "previous-run"
     assert progress_fields(None, 0, 1.0)["Pages"] == "0/0+"
+
+
+def test_the_eta_is_estimated_as_soon_as_a_total_and_a_rate_exist():
+    walking = {"walked": False, "planned": 600, "processed": 300}
+    assert estimate_eta(**walking, rate=0.0, previous_planned=1200) == Eta(None, ETA_NONE)  # no rate yet
+    assert estimate_eta(**walking, rate=100.0, previous_planned=None) == Eta(None, ETA_NONE)
+    assert estimate_eta(**walking, rate=100.0, previous_planned=1200) == Eta(9.0, ETA_PREVIOUS_RUN)
+    # the walk already planned more than the previous run read: the plan so far is the floor
+    assert estimate_eta(**walking, rate=100.0, previous_planned=400) == Eta(3.0, ETA_PREVIOUS_RUN)
+    # the walk ended: the plan is the total, whatever the previous run read
+    walked = {**walking, "walked": True}
+    assert estimate_eta(**walked, rate=100.0, previous_planned=5000) == Eta(3.0, ETA_PLAN)
+    assert estimate_eta(**{**walked, "processed": 600}, rate=100.0, previous_planned=None) == Eta(
+        0.0, ETA_PLAN
+    )
+    assert Eta(9.4, ETA_PREVIOUS_RUN).fields() == {"EtaSeconds": "~9", "EtaBasis": "previous-run"}
+    assert Eta(None, ETA_NONE).fields() == {"EtaSeconds": "unknown", "EtaBasis": "none"}

@@ -22,11 +22,10 @@ from pin_chessboard_pipelines.analytics.store import drift, read_inventory_input
 from pin_chessboard_pipelines.defs.analytics.io_manager import DailyTableIOManager
 from pin_chessboard_pipelines.defs.metadata import (
     COLUMN_SCHEMA_KEY,
-    METADATA_KEYS_KEY,
     OWNERS_BY_GROUP,
     TABLE_NAME_KEY,
+    TOP_PROJECTS,
     column_schema,
-    metadata_keys_markdown,
     table_name,
 )
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
@@ -44,22 +43,7 @@ FRESH_HOURS = 26
 JOB_NAME = "project_inventory_daily_job"
 SCHEDULE_NAME = "project_inventory_daily_schedule"
 FRESHNESS_JOB_NAME = "project_inventory_freshness"
-TOP_PROJECTS = 10
 
-METADATA_KEYS = {
-    "dagster/row_count": "rows written for the day: one per live, non-archived project",
-    "dagster/column_schema": "the table's columns, types and meanings",
-    "free_objects": "plot: free objects of every project that day",
-    "free_value": "plot: sum of free objects' prices that day (float for the plot)",
-    "free_value_exact": "the same sum with every stored digit",
-    "median_free_price": "plot: median price of every free object that day (absent when none)",
-    "total_objects": "active objects (live, not Hidden) that day",
-    "projects": "live, non-archived projects that day",
-    "top_projects": f"the {TOP_PROJECTS} projects with the most free inventory (by value)",
-    "computed_at": "when the replica was read: a partition is the state at that time",
-    "run_figures": "not a plot, the run's own cost: `read_seconds` (the one COPY read of the replica), "
-    "`compute_seconds` (the pandas computation), `read_megabytes` (CSV bytes streamed from PostgreSQL)",
-}
 
 DESCRIPTION = """Daily inventory history per live, non-archived project: objects by status, free and
 total counts, min / max / median free price, free inventory value and layouts by rooms, in
@@ -125,7 +109,6 @@ def _drift_result(chessboard: ChessboardResource) -> dg.AssetCheckResult:
         TABLE_NAME_KEY: table_name(INVENTORY_TABLE),
         COLUMN_SCHEMA_KEY: column_schema(INVENTORY_TABLE),
         "partition_expr": "day",
-        METADATA_KEYS_KEY: metadata_keys_markdown(METADATA_KEYS),
     },
     check_specs=[
         dg.AssetCheckSpec(

@@ -12,7 +12,7 @@ import time
 import dagster as dg
 from pydantic import Field
 
-from pin_chessboard_pipelines.defs.resources import ChessboardResource, events_published
+from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import (
     SINGLETON_TAG,
     graceful_interrupts,
@@ -122,7 +122,7 @@ def consume_handbook_topics(
             )
         )
     if result.published:
-        context.log_event(events_published(result.published, result.seconds, "handbook-sync fast path"))
+        chessboard.log_published(context, result.published, result.seconds, "handbook-sync fast path")
     return dg.Output(None, metadata=_metadata(result))
 
 

@@ -16,19 +16,13 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from pin_chessboard_pipelines.defs.metadata import (
-    METADATA_KEYS_KEY,
-    TABLE_NAME_KEY,
-    metadata_keys_markdown,
-    table_name,
-)
+from pin_chessboard_pipelines.defs.metadata import TABLE_NAME_KEY, table_name
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.errors import ChessboardError
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.recalc.audit import Divergence, audit, drift
 from pin_chessboard_pipelines.recalc.queue import queue_row, request_recalc, reset_poison
 from pin_chessboard_pipelines.recalc.runbook import (
-    OLDEST_DUE_ROWS,
     ProjectRef,
     RecalcStatus,
     find_project,
@@ -41,16 +35,6 @@ OP_NAME = "recalc_runbook_step"
 STATUS_ASSET = dg.AssetKey("recalc_queue")
 AUDIT_SAMPLE = 50
 
-# what each materialization metadata key of recalc_queue means (shown on the asset's page)
-STATUS_KEYS = {
-    "queue_depth": "rows in project_recalc_requests",
-    "due": "rows whose DueAt has passed and that the drain takes now",
-    "held": "rows held by a Running import run (they wait for its end)",
-    "poison": "rows with AttemptCount >= CHESSBOARD_RECALC_POISON_ATTEMPTS, kept for RESET_POISON",
-    "next_due_at": "the earliest DueAt of a row that is not poison (UTC)",
-    "requested_events": "sum of RequestedCount over the queued rows (coalesced requests)",
-    "oldest_due": f"the {OLDEST_DUE_ROWS} rows due the longest, with project name, state and last error",
-}
 
 RECALC_QUEUE = dg.AssetSpec(
     STATUS_ASSET,
@@ -63,7 +47,6 @@ RECALC_QUEUE = dg.AssetSpec(
     kinds={"postgres"},
     metadata={
         TABLE_NAME_KEY: table_name(project_recalc_requests),
-        METADATA_KEYS_KEY: metadata_keys_markdown(STATUS_KEYS),
     },
 )
 

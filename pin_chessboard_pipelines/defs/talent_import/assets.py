@@ -68,42 +68,27 @@ def _barrier_step(stage: Entity) -> str:
     return f"{name}.{name}_barrier"
 
 
-# What the materialization metadata of a stage asset means, shown on every stage asset's page.
-METADATA_DOC = """
-Materialization metadata (per developer partition):
-
-| key | meaning |
-|---|---|
-| developer_id | the Talent id of the partition's developer |
-| planned / applied / skipped / failed | this developer's items of the stage in the import run: read from the source / created or changed / no-op by the version guard / quarantined; an item whose parent is not in the replica (an orphan) counts under the developer whose listing it came from |
-| unattributed_planned / unattributed_applied / unattributed_skipped / unattributed_failed | items of the run no developer partition counts: orphans read by an unfiltered (all developers) or project listing, whose developer nothing tells |
-| import_planned / import_applied / import_skipped / import_failed | the same for the whole import run (every developer of it; items whose developer is unknown included) |
-| import_run_id / correlation_id / import_status | the talent_import_runs row (CorrelationId = the first Dagster run of the import) and its status |
-| scopes | the walks of the import: `all developers` or the filtered developer / project |
-| dry_run | a DryRun: the counters say what a real run would do, nothing was written |
-| pages | pages of the stage in the import run |
-| pages_processed | pages this Dagster run applied (the rest were Done in an earlier run of a resumed import) |
-| processes | how many OS processes (pods) claimed those pages |
-| duration_seconds / items_processed / items_per_second | this Dagster run's own stage time (first claim to last Done), items and rate |
-| page_p99_ms | p99 of this run's page times, claim to Done |
-"""
+def _counter_metadata(prefix: str, counters: StageCounters) -> dict[str, dg.MetadataValue]:
+    return {
+        f"{prefix}planned": dg.MetadataValue.int(counters.planned),
+        f"{prefix}applied": dg.MetadataValue.int(counters.applied),
+        f"{prefix}skipped": dg.MetadataValue.int(counters.skipped),
+        f"{prefix}failed": dg.MetadataValue.int(counters.failed),
+    }
 
 
 def _run_metadata(
     session: ImportSession, report: StageReport, figures: runs.StageFigures
 ) -> dict[str, dg.MetadataValue]:
-    """What every partition of the run shares: the import run, and this Dagster run's own work."""
-    counters = report.counters
+    """What every partition of the run shares: the import run's figures (every developer of it),
+    then this Dagster run's own work (defs/metadata.py describes each key)."""
     return {
+        **_counter_metadata("import_", report.counters),
         "import_run_id": dg.MetadataValue.text(str(session.run_id)),
         "correlation_id": dg.MetadataValue.text(session.correlation_id),
         "import_status": dg.MetadataValue.text(str(session.run_row["status"])),
         "scopes": dg.MetadataValue.text(", ".join(k or "all developers" for k in session.scope_keys)),
         "dry_run": dg.MetadataValue.bool(bool(session.run_row["dry_run"])),
-        "import_planned": dg.MetadataValue.int(counters.planned),
-        "import_applied": dg.MetadataValue.int(counters.applied),
-        "import_skipped": dg.MetadataValue.int(counters.skipped),
-        "import_failed": dg.MetadataValue.int(counters.failed),
         "pages": dg.MetadataValue.int(report.pages),
         "pages_processed": dg.MetadataValue.int(figures.pages),
         "processes": dg.MetadataValue.int(figures.processes),
@@ -114,28 +99,24 @@ def _run_metadata(
     }
 
 
-def _partition_metadata(session: ImportSession, stage: Entity, partition_keys: list[str]) -> dict:
-    """Partition key -> that developer's own counters of the stage (tenant = the developer's PIN id)."""
-    with session.engine.connect() as conn:
-        by_tenant = runs.stage_tenant_counters(conn, session.run_id, stage.stage)
-    unknown = by_tenant.get("", StageCounters())
-    unattributed = {
-        "unattributed_planned": dg.MetadataValue.int(unknown.planned),
-        "unattributed_applied": dg.MetadataValue.int(unknown.applied),
-        "unattributed_skipped": dg.MetadataValue.int(unknown.skipped),
-        "unattributed_failed": dg.MetadataValue.int(unknown.failed),
-    }
+def partition_metadata(
+    partition_keys: list[str],
+    by_tenant: dict[str, StageCounters],
+    run_wide: dict[str, dg.MetadataValue],
+) -> dict[str, dict[str, dg.MetadataValue]]:
+    """Partition key -> its materialization's metadata, in the order the asset's page lists it: the
+    developer's own counters of the stage (tenant = the developer's PIN id) first, the items no
+    partition counts next, the import run's and this Dagster run's figures after."""
+    unattributed = _counter_metadata("unattributed_", by_tenant.get("", StageCounters()))
     metadata = {}
     for key in partition_keys:
         developer_id = developer_id_of(key)
         own = by_tenant.get(str(pin_id(DEVELOPER.name, developer_id)), StageCounters())
         metadata[key] = {
             "developer_id": dg.MetadataValue.text(developer_id),
-            "planned": dg.MetadataValue.int(own.planned),
-            "applied": dg.MetadataValue.int(own.applied),
-            "skipped": dg.MetadataValue.int(own.skipped),
-            "failed": dg.MetadataValue.int(own.failed),
+            **_counter_metadata("", own),
             **unattributed,
+            **run_wide,
         }
     return metadata
 
@@ -233,12 +214,14 @@ def _barrier(
             raise _failure(session, error, stage) from None
         if report.counters.applied and not session.request.dry_run:
             chessboard.relay_outbox(context)
-        for key, own in _partition_metadata(session, stage, list(context.partition_keys)).items():
-            context.add_asset_metadata(own, partition_key=key)
         since = _run_started(context)
         with session.engine.connect() as conn:
             figures = runs.stage_figures(conn, session.run_id, stage.stage, since)
-        context.add_output_metadata(_run_metadata(session, report, figures), output_name="result")
+            by_tenant = runs.stage_tenant_counters(conn, session.run_id, stage.stage)
+        run_wide = _run_metadata(session, report, figures)
+        # all of it per partition, none on the output: Dagster lists output metadata first
+        for key, metadata in partition_metadata(list(context.partition_keys), by_tenant, run_wide).items():
+            context.add_asset_metadata(metadata, partition_key=key)
         yield dg.Output(None, "result")
         yield quarantine_check(session, stage, report)
     finally:
@@ -352,7 +335,8 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
         "of the talent initial import (docs/talent-initial-import.md). One partition per Talent "
         "developer; materializing every partition in one run is the full bootstrap (listed without a "
         "developer filter); launchpad config: `resources.talent_import.config` (`processes`: how many "
-        "processes work on each stage).\n" + METADATA_DOC,
+        "processes work on each stage). Each partition's materialization lists that developer's own "
+        "figures first, the import run's after (`metadata_keys` says what each key means).",
         check_specs=[
             dg.AssetCheckSpec(
                 QUARANTINE_CHECK, asset=key, description="no item of this stage was quarantined"

@@ -3,6 +3,7 @@ item per stage, and no Running import without progress (import_not_stuck on prop
 
 import dagster as dg
 
+from pin_chessboard_pipelines.defs.dagster_private import AssetCheckEvaluationTargetMaterializationData
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import.config import (
     PROPERTY_OBJECTS_KEY,
@@ -33,9 +34,12 @@ def quarantine_check(session: ImportSession, stage: Entity, report: StageReport)
 
 
 def stuck_evaluation(
-    chessboard: ChessboardResource, stuck_seconds: float = STUCK_SECONDS
+    chessboard: ChessboardResource,
+    stuck_seconds: float = STUCK_SECONDS,
+    target: AssetCheckEvaluationTargetMaterializationData | None = None,
 ) -> tuple[dg.AssetCheckEvaluation, list[str]]:
-    """The import_not_stuck evaluation and the ids of the stuck import runs."""
+    """The import_not_stuck evaluation (on the `target` materialization of property_objects) and
+    the ids of the stuck import runs."""
     with chessboard.engine.connect() as conn:
         stuck = runs.stuck_runs(conn, stuck_seconds)
     ids = [str(r["id"]) for r in stuck]
@@ -59,6 +63,7 @@ def stuck_evaluation(
         },
         description=f"a Running import without a page Done for {stuck_seconds:g} s"
         " (runbook: check the advisory lock holder and page leases, then resume)",
+        target_materialization_data=target,
     )
     return evaluation, ids
 

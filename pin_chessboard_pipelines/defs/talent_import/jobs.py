@@ -28,7 +28,8 @@ def talent_developers_discovery() -> None:
 
 talent_initial_import = dg.define_asset_job(
     IMPORT_JOB,
-    selection=dg.AssetSelection.assets(*STAGE_ASSETS) - dg.AssetSelection.checks(import_not_stuck),
+    # the stages with their checks: the six quarantine checks and import_not_stuck on property_objects
+    selection=dg.AssetSelection.assets(*STAGE_ASSETS) | dg.AssetSelection.checks(import_not_stuck),
     tags=IMPORT_TAGS,
     description="talent-initial-import: the six stages over the selected developer partitions",
 )

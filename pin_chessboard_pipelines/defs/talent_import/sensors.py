@@ -2,9 +2,10 @@
 
 import dagster as dg
 
+from pin_chessboard_pipelines.defs.dagster_private import AssetCheckEvaluationTargetMaterializationData
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import.checks import stuck_evaluation
-from pin_chessboard_pipelines.defs.talent_import.config import TALENT_DEVELOPERS
+from pin_chessboard_pipelines.defs.talent_import.config import PROPERTY_OBJECTS_KEY, TALENT_DEVELOPERS
 from pin_chessboard_pipelines.defs.talent_import.partitions import (
     list_talent_developers,
     new_developer_partitions,
@@ -35,11 +36,30 @@ def talent_developers_sensor(context: dg.SensorEvaluationContext, chessboard: Ch
     name="talent_import_stuck_sensor",
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Evaluates the import_not_stuck check of property_objects every minute",
+    description="Evaluates the import_not_stuck check of property_objects every minute: reported when "
+    "its outcome changed or property_objects was materialized since (by a run without the check)",
 )
 def talent_import_stuck_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource):
-    evaluation, stuck = stuck_evaluation(chessboard)
+    latest = context.instance.fetch_materializations(PROPERTY_OBJECTS_KEY, limit=1).records
+    # about that materialization (by its id, whatever the clocks of Dagster's database and this host)
+    target = (
+        AssetCheckEvaluationTargetMaterializationData(
+            run_id=latest[0].run_id, storage_id=latest[0].storage_id, timestamp=latest[0].timestamp
+        )
+        if latest
+        else None
+    )
+    evaluation, stuck = stuck_evaluation(chessboard, target=target)
+    cursor = stuck_cursor(stuck, latest[0].storage_id if latest else None)
+    if cursor == context.cursor:
+        return dg.SkipReason(f"unchanged: {cursor}")
+    return dg.SensorResult(asset_events=[evaluation], cursor=cursor)
+
+
+def stuck_cursor(stuck: list[str], latest_materialization: int | None) -> str:
+    """What the last reported evaluation was about: its outcome and the materialization it covers
+    (a new materialization needs an evaluation of its own, or the check reads "Not evaluated")."""
     state = "stuck:" + ",".join(stuck) if stuck else "ok"
-    if state == context.cursor:
-        return dg.SkipReason(f"unchanged: {state}")
-    return dg.SensorResult(asset_events=[evaluation], cursor=state)
+    return (
+        state if latest_materialization is None else f"{state} after materialization {latest_materialization}"
+    )

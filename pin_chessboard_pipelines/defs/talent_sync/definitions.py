@@ -11,7 +11,7 @@ import time
 import dagster as dg
 from pydantic import Field
 
-from pin_chessboard_pipelines.defs.resources import ChessboardResource, events_published
+from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import (
     SINGLETON_TAG,
     graceful_interrupts,
@@ -85,7 +85,7 @@ def consume_talent_topics(
         )
     context.log.info(f"talent-sync: {json.dumps(result.as_dict())}")
     if result.published:  # the fast path after each batch's commit
-        context.log_event(events_published(result.published, result.seconds, "talent-sync fast path"))
+        chessboard.log_published(context, result.published, result.seconds, "talent-sync fast path")
     return dg.Output(None, metadata=_metadata(result))
 
 

@@ -45,6 +45,22 @@ LIMIT 1
 -- name: latest_run
 SELECT * FROM chessboard.talent_import_runs ORDER BY started_at DESC LIMIT 1
 
+-- name: previous_stage_planned
+-- The items a stage read in the latest Completed run of the same scopes and mode before run
+-- :run_id (a stage-progress line's estimate while the walk goes on).
+SELECT (p.stage_counters -> :stage ->> 'planned')::bigint
+FROM chessboard.talent_import_runs AS r
+JOIN chessboard.talent_import_runs AS p
+  ON p.scopes = r.scopes AND p.mode = r.mode AND p.status = 'Completed' AND p.started_at < r.started_at
+WHERE r.id = :run_id AND p.stage_counters -> :stage IS NOT NULL
+ORDER BY p.finished_at DESC NULLS LAST
+LIMIT 1
+
+-- name: developer_names
+-- The replica's names of Talent developers (the page lines name the developer of a page).
+SELECT external_talent_id::text, name FROM chessboard.developers
+WHERE external_talent_id::text = ANY(CAST(:talent_ids AS text[]))
+
 -- name: run_by_id
 SELECT * FROM chessboard.talent_import_runs WHERE id = :run_id
 
