@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -164,6 +165,8 @@ def _shows_the_page_steps(stack: DagsterStack, run_id: str) -> None:
             page.set_default_timeout(120_000)
             dismiss_newsletter(page)
             page.goto(f"{stack.webserver_url}/runs/{run_id}", wait_until="domcontentloaded")
+            # the run's step list by status (a 3-minute run's timed chart is too narrow for step names)
+            page.get_by_text(re.compile(r"^Succeeded \(\d+\)$")).click()
             step = page.get_by_text("property_objects_pages_2").first
             step.hover()  # an action: the newsletter prompt, if it shows, is dismissed first
             page.wait_for_timeout(2000)  # the chart settles; what is asserted is the step above
