@@ -59,7 +59,7 @@ LIMIT 1
 -- name: developer_names
 -- The replica's names of Talent developers (the page lines name the developer of a page).
 SELECT external_talent_id::text, name FROM chessboard.developers
-WHERE external_talent_id::text = ANY(CAST(:talent_ids AS text[]))
+WHERE external_talent_id = ANY(CAST(:talent_ids AS uuid[]))
 
 -- name: run_by_id
 SELECT * FROM chessboard.talent_import_runs WHERE id = :run_id
