@@ -28,8 +28,11 @@ import sqlalchemy as sa
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.server import SimulatorServer
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, dismiss_newsletter
-from tests.support.dagster_stack import LOCATION, DagsterStack, start_dagster_stack
+from tests.support.browser import (
+    screenshot_when_settled,
+    type_launchpad_config,
+)
+from tests.support.dagster_stack import LOCATION, DagsterStack, stack_with_simulator
 from tests.support.polling import wait_until
 
 # webserver, daemon, run workers and a browser on a loaded 2-core machine: the deadlines add up past
@@ -67,28 +70,8 @@ class Ui:
 
 @pytest.fixture(scope="module")
 def ui(pg_server_url: str, pg_template_url: str, kafka_bootstrap: str) -> Iterator[Ui]:
-    template_db = sa.engine.make_url(pg_template_url).database
-    simulator = SimulatorServer(SPEC).start()
-    try:
-        with start_dagster_stack(
-            pg_server_url, template_db, kafka_bootstrap=kafka_bootstrap, talent_api_url=simulator.url
-        ) as stack:
-            yield Ui(stack, simulator)
-    finally:
-        simulator.stop()
-
-
-@pytest.fixture(scope="module")
-def page(ui: Ui):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.set_default_timeout(120_000)  # every locator polls: a generous deadline for a loaded machine
-        dismiss_newsletter(page)
-        yield page
-        browser.close()
+    with stack_with_simulator(pg_server_url, pg_template_url, kafka_bootstrap, SPEC) as (stack, simulator):
+        yield Ui(stack, simulator)
 
 
 def _job_path(job: str) -> str:
@@ -100,30 +83,12 @@ def _run_id_of(page) -> str:
     return page.url.rstrip("/").split("/runs/")[1].split("?")[0]
 
 
-def _screenshot_when_settled(page, path: Path, timeout: float = 60.0) -> None:
-    """Saves the page once two screenshots in a row are the same (the layout has settled), or the
-    last one at `timeout`: a picture for docs/, not an assertion."""
-    deadline = time.monotonic() + timeout
-    previous = page.screenshot()
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        shot = page.screenshot()
-        if shot == previous:
-            break
-        previous = shot
-    path.write_bytes(previous)
-
-
 def test_a_full_bootstrap_from_the_launchpad_imports_every_developer(ui: Ui, page):
-    page.goto(f"{ui.stack.webserver_url}{_job_path('talent_full_bootstrap')}/playground")
-    editor = page.locator(".CodeMirror").first
-    editor.wait_for()
-    editor.click()
-    page.keyboard.press("Control+A")
-    page.keyboard.press("Delete")
-    page.keyboard.insert_text(
+    type_launchpad_config(
+        page,
+        f"{ui.stack.webserver_url}{_job_path('talent_full_bootstrap')}/playground",
         "ops:\n  launch_full_bootstrap:\n    config:\n      mode: ApiPull\n      page_size: 2\n"
-        "      workers: 1\n"
+        "      workers: 1\n",
     )
     page.get_by_text("page_size").first.wait_for()
     page.screenshot(path=str(DOCS / "ui-full-bootstrap-launchpad.png"))
@@ -165,7 +130,7 @@ def test_a_full_bootstrap_from_the_launchpad_imports_every_developer(ui: Ui, pag
     page.get_by_text("import_run").first.wait_for()
     page.goto(f"{ui.stack.webserver_url}{_job_path(IMPORT_JOB)}/runs")
     page.get_by_text(import_id[:8]).first.wait_for()
-    _screenshot_when_settled(page, DOCS / "ui-full-bootstrap-run.png")
+    screenshot_when_settled(page, DOCS / "ui-full-bootstrap-run.png")
 
 
 def test_the_import_jobs_graph_shows_the_six_stages_after_a_double_click(ui: Ui, page):
@@ -180,7 +145,7 @@ def test_the_import_jobs_graph_shows_the_six_stages_after_a_double_click(ui: Ui,
     page.mouse.dblclick(400, 300)  # the graph's background, left of the panel
     for stage in STAGES:
         page.get_by_text(stage, exact=True).first.wait_for()
-    _screenshot_when_settled(page, DOCS / "ui-import-job-graph.png")
+    screenshot_when_settled(page, DOCS / "ui-import-job-graph.png")
 
 
 def _reexecute_warning(ui: Ui, run_id: str) -> bool:

@@ -21,8 +21,10 @@ import sqlalchemy as sa
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.server import SimulatorServer
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, dismiss_newsletter
-from tests.support.dagster_stack import DagsterStack, start_dagster_stack
+from tests.support.browser import (
+    screenshot_when_settled,
+)
+from tests.support.dagster_stack import DagsterStack, stack_with_simulator
 from tests.support.polling import wait_until
 
 # Each test waits on the whole stack (webserver, daemon, run workers, browser) with deadlines that
@@ -59,36 +61,18 @@ class Ui:
 
 @pytest.fixture(scope="module")
 def ui(pg_server_url: str, pg_template_url: str, kafka_bootstrap: str) -> Iterator[Ui]:
-    template_db = sa.engine.make_url(pg_template_url).database
-    simulator = SimulatorServer(SPEC).start()
-    try:
-        with start_dagster_stack(
-            pg_server_url, template_db, kafka_bootstrap=kafka_bootstrap, talent_api_url=simulator.url, env=ENV
-        ) as stack:
-            with stack.instance() as instance:  # the discovery sensor's first tick adds them
-                wait_until(
-                    lambda: len(instance.get_dynamic_partitions("talent_developers")) == SPEC.developers,
-                    timeout=120,
-                    what="the developer partitions",
-                )
-                partitions = list(instance.get_dynamic_partitions("talent_developers"))
-            yield Ui(stack, simulator, partitions)
-    finally:
-        simulator.stop()
-
-
-@pytest.fixture(scope="module")
-def page(ui: Ui):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        # every locator polls until its element is there: a generous deadline for a loaded machine
-        page.set_default_timeout(120_000)
-        dismiss_newsletter(page)
-        yield page
-        browser.close()
+    with stack_with_simulator(pg_server_url, pg_template_url, kafka_bootstrap, SPEC, ENV) as (
+        stack,
+        simulator,
+    ):
+        with stack.instance() as instance:  # the discovery sensor's first tick adds them
+            wait_until(
+                lambda: len(instance.get_dynamic_partitions("talent_developers")) == SPEC.developers,
+                timeout=120,
+                what="the developer partitions",
+            )
+            partitions = list(instance.get_dynamic_partitions("talent_developers"))
+        yield Ui(stack, simulator, partitions)
 
 
 def _poll(predicate, timeout: float, what: str):
@@ -105,20 +89,6 @@ def _poll(predicate, timeout: float, what: str):
 
 def _open(page, ui: Ui, path: str) -> None:
     page.goto(ui.stack.webserver_url + path)
-
-
-def _screenshot_when_settled(page, path: Path, timeout: float = 60.0) -> None:
-    """Saves the page once two screenshots in a row are the same (the layout has settled), or the
-    last one at `timeout`: a picture for docs/, not an assertion."""
-    deadline = time.monotonic() + timeout
-    previous = page.screenshot()
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        shot = page.screenshot()
-        if shot == previous:
-            break
-        previous = shot
-    path.write_bytes(previous)
 
 
 def _range_tags(keys: list[str]) -> dict[str, str]:
@@ -167,7 +137,7 @@ def test_lineage_from_the_talent_sources_to_the_events(ui: Ui, page):
     assert deps["pin_chessboard_events"] == {"chessboard_aggregates", "handbook_replica", *STAGE_ASSETS}
     _open(page, ui, "/asset-groups")
     page.get_by_text("talent_import", exact=True).last.wait_for()
-    _screenshot_when_settled(page, DOCS / "ui-lineage.png")  # the graph lays out
+    screenshot_when_settled(page, DOCS / "ui-lineage.png")  # the graph lays out
 
 
 def test_materialize_all_with_config_shows_progress_then_terminate_and_resume(ui: Ui, page):
@@ -272,7 +242,7 @@ def test_each_developer_partition_carries_its_own_figures_first(ui: Ui, page):
     assert own.bounding_box()["y"] < run_wide.bounding_box()["y"]
     page.get_by_text(latest[partition]["developer_id"], exact=True).first.wait_for()
     page.mouse.move(900, 860)  # off the list: no tooltip of the partition in the picture
-    _screenshot_when_settled(page, DOCS / "ui-partitions.png")
+    screenshot_when_settled(page, DOCS / "ui-partitions.png")
     # the import's checks and the events' lag check are evaluated on the latest materializations
     for key, name in (
         ("property_objects", "import_not_stuck"),

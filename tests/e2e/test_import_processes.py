@@ -14,7 +14,6 @@ import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 import sqlalchemy as sa
@@ -24,10 +23,9 @@ from pin_chessboard_pipelines.defs.talent_import.partitions import partition_key
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
-from pin_chessboard_pipelines.talent.simulator.server import SimulatorServer
 from tests.faults import invariants
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, dismiss_newsletter
-from tests.support.dagster_stack import DagsterStack, start_dagster_stack
+from tests.support.browser import CHROMIUM, chromium_page
+from tests.support.dagster_stack import DagsterStack, stack_with_simulator
 from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -41,19 +39,12 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 @pytest.fixture(scope="module")
 def stack(pg_server_url: str, pg_template_url: str, kafka_bootstrap: str) -> Iterator[DagsterStack]:
-    simulator = SimulatorServer(SPEC).start()
-    template = urlsplit(pg_template_url).path.lstrip("/")
-    try:
-        with start_dagster_stack(
-            pg_server_url,
-            template,
-            kafka_bootstrap=kafka_bootstrap,
-            talent_api_url=simulator.url,
-            env={"CHESSBOARD_DAGSTER_EXECUTOR": "multiprocess"},
-        ) as started:
-            yield started
-    finally:
-        simulator.stop()
+    multiprocess = {"CHESSBOARD_DAGSTER_EXECUTOR": "multiprocess"}
+    with stack_with_simulator(pg_server_url, pg_template_url, kafka_bootstrap, SPEC, multiprocess) as (
+        started,
+        _,
+    ):
+        yield started
 
 
 def _pages(url: str) -> list[dict]:
@@ -156,23 +147,14 @@ def _shows_the_page_steps(stack: DagsterStack, run_id: str) -> None:
     """The run's page in chromium lists the page steps of the stage (one per process)."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing: `make test` installs Debian's chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
-            page.set_default_timeout(120_000)
-            dismiss_newsletter(page)
-            page.goto(f"{stack.webserver_url}/runs/{run_id}", wait_until="domcontentloaded")
-            # the run's step list by status (a 3-minute run's timed chart is too narrow for step names)
-            page.get_by_text(re.compile(r"^Succeeded \(\d+\)$")).click()
-            step = page.get_by_text("property_objects_pages_2").first
-            step.hover()  # an action: the newsletter prompt, if it shows, is dismissed first
-            page.wait_for_timeout(2000)  # the chart settles; what is asserted is the step above
-            skip = page.get_by_role("button", name="Skip")
-            if skip.is_visible():  # the prompt came after the last action
-                skip.click()
-            page.screenshot(path=str(DOCS / "ui-import-processes.png"))
-        finally:
-            browser.close()
+    with chromium_page(1600, 1000) as page:
+        page.goto(f"{stack.webserver_url}/runs/{run_id}", wait_until="domcontentloaded")
+        # the run's step list by status (a 3-minute run's timed chart is too narrow for step names)
+        page.get_by_text(re.compile(r"^Succeeded \(\d+\)$")).click()
+        step = page.get_by_text("property_objects_pages_2").first
+        step.hover()  # an action: the newsletter prompt, if it shows, is dismissed first
+        page.wait_for_timeout(2000)  # the chart settles; what is asserted is the step above
+        skip = page.get_by_role("button", name="Skip")
+        if skip.is_visible():  # the prompt came after the last action
+            skip.click()
+        page.screenshot(path=str(DOCS / "ui-import-processes.png"))

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.recalc.audit import audit
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, dismiss_newsletter
+from tests.support.browser import chromium_page, type_launchpad_config
 from tests.support.dagster_stack import LOCATION, DagsterStack
 from tests.support.polling import wait_until
 from tests.support.recalc_data import ProjectRows, StoreBuilder, queue, standard_project
@@ -28,15 +28,8 @@ POISONED = "ЖК Runbook Poisoned"
 
 @pytest.fixture(scope="module")
 def page(dagster_stack: DagsterStack) -> Iterator:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(120_000)  # every locator polls: a generous deadline for a loaded machine
-        dismiss_newsletter(page)
+    with chromium_page(1400, 1000) as page:
         yield page
-        browser.close()
 
 
 def _drift(engine, project_id) -> list:
@@ -76,14 +69,10 @@ def test_force_recalc_of_a_project_by_name_from_the_launchpad(dagster_stack: Dag
     stale, poisoned = projects
     assert _drift(engine, stale.id) and _aggregates(engine, stale.id) == (0, 0)
 
-    page.goto(f"{dagster_stack.webserver_url}/locations/{LOCATION}/jobs/recalc_runbook/playground")
-    editor = page.locator(".CodeMirror").first
-    editor.wait_for()
-    editor.click()
-    page.keyboard.press("Control+A")
-    page.keyboard.press("Delete")
-    page.keyboard.insert_text(
-        f"ops:\n  recalc_runbook_step:\n    config:\n      step: FORCE_RECALC\n      project: {STALE}\n"
+    type_launchpad_config(
+        page,
+        f"{dagster_stack.webserver_url}/locations/{LOCATION}/jobs/recalc_runbook/playground",
+        f"ops:\n  recalc_runbook_step:\n    config:\n      step: FORCE_RECALC\n      project: {STALE}\n",
     )
     page.get_by_text("FORCE_RECALC").first.wait_for()
     page.screenshot(path=str(DOCS / "ui-runbook-launchpad.png"))

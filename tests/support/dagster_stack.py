@@ -503,3 +503,29 @@ def dagster_stack(pg_server_url: str, pg_template_url: str, kafka_bootstrap: str
             yield stack
     finally:
         simulator.stop()
+
+
+@contextlib.contextmanager
+def stack_with_simulator(
+    pg_server_url: str,
+    pg_template_url: str,
+    kafka_bootstrap: str,
+    spec: Any,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[tuple[DagsterStack, Any]]:
+    """webserver + daemon whose Talent API is a simulator serving the dataset `spec`; the simulator
+    stops after the stack."""
+    from pin_chessboard_pipelines.talent.simulator.server import SimulatorServer
+
+    simulator = SimulatorServer(spec).start()
+    try:
+        with start_dagster_stack(
+            pg_server_url,
+            urlsplit(pg_template_url).path.lstrip("/"),
+            kafka_bootstrap=kafka_bootstrap,
+            talent_api_url=simulator.url,
+            env=env,
+        ) as stack:
+            yield stack, simulator
+    finally:
+        simulator.stop()
