@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 from uuid import UUID
 
 from sqlalchemy.engine import Connection
@@ -86,12 +86,12 @@ def apply_snapshots(
             parsed_items.append(Item(position, parsed, raw))
     view = _view(conn, ctx)
     with view.session():
-        reads = _read(view, batch.spec, parsed_items)
-        view.request_recalcs(batch, _projects_to_change(view, batch, parsed_items, reads))
+        existing = _read(view, batch.spec, parsed_items)
+        view.request_recalcs(batch, _projects_to_change(view, batch, parsed_items, existing))
         for n, round_ in enumerate(rules.rounds(parsed_items)):
             if n:  # the rows the earlier rounds stored
-                reads = reads._replace(existing=_existing(view, batch.spec, round_))
-            _apply_round(view, batch, round_, reads)
+                existing = _existing(view, batch.spec, round_)
+            _apply_round(view, batch, round_, existing)
     _finish(view, batch)
     return batch.result
 
@@ -146,33 +146,29 @@ def _view(conn: Connection, ctx: ApplyContext) -> ReplicaView:
     return DryRunView(conn, ctx.dry_run_state)
 
 
-class Reads(NamedTuple):
-    """What the batch's decisions read: the current rows of its Talent ids and its parents' rows."""
-
-    existing: dict[str, dict[str, Any]]
-    parents: dict[str, dict[str, Any]]
-    extra_parents: dict[str, dict[str, Any]]
-
-
-def _read(view: ReplicaView, spec: ReplicaEntity, items: list[Item]) -> Reads:
-    """Read once, before any write, for the request of the recalcs and the first round (a later
-    round re-reads only the current rows: a batch of one entity never writes its parents' tables).
-    The rows are read without a lock, as before every upsert: the upsert repeats the version guard."""
+def _read(view: ReplicaView, spec: ReplicaEntity, items: list[Item]) -> dict[str, dict[str, Any]]:
+    """Before any write, for the request of the recalcs and the first round: the current rows of the
+    batch's Talent ids (returned), and its parents' rows, which decide each item's parent columns
+    and `rejected` once (a batch of one entity never writes its parents' tables; a later round
+    re-reads only the current rows). Read without a lock, as before every upsert: the upsert
+    repeats the version guard."""
     entity = spec.entity
     for item in items:
         item.values = dict(item.record.columns)  # the upsert's parameters; check_parents fills the rest
-    return Reads(
-        _existing(view, spec, items),
-        _parent_rows(view, entity.parent, entity.parent_column, items),
-        _parent_rows(view, entity.extra_parent, entity.extra_parent_column, items),
-    )
+    parents = _parent_rows(view, entity.parent, entity.parent_column, items)
+    extra_parents = _parent_rows(view, entity.extra_parent, entity.extra_parent_column, items)
+    for item in items:
+        item.rejected = rules.check_parents(entity, item.values, item.record, parents, extra_parents)
+    return _existing(view, spec, items)
 
 
 def _existing(view: ReplicaView, spec: ReplicaEntity, items: list[Item]) -> dict[str, dict[str, Any]]:
     return view.existing_rows(spec, list(dict.fromkeys(item.record.talent_id for item in items)))
 
 
-def _projects_to_change(view: ReplicaView, batch: Batch, items: list[Item], reads: Reads) -> dict[str, str]:
+def _projects_to_change(
+    view: ReplicaView, batch: Batch, items: list[Item], existing: dict[str, dict[str, Any]]
+) -> dict[str, str]:
     """The projects (PIN id -> tenant id) the batch is about to change, old and new ones of a move,
     read before any write so their recalc requests are locked first (the drain's lock order:
     queue row, then the project's rows). Items the version guard or a missing parent will stop
@@ -183,14 +179,13 @@ def _projects_to_change(view: ReplicaView, batch: Batch, items: list[Item], read
     projects: dict[str, str] = {}
     linked: set[str] = set()
     for item in items:
-        values = dict(item.record.columns)
-        if rules.check_parents(entity, values, item.record, reads.parents, reads.extra_parents) is not None:
+        if item.rejected is not None:
             continue
-        old = reads.existing.get(item.talent_id)
-        if rules.is_stale(old, item.record.version) or rules.owner_changed(entity.name, values, old):
+        old = existing.get(item.talent_id)
+        if rules.is_stale(old, item.record.version) or rules.owner_changed(entity.name, item.values, old):
             continue
-        projects.update(rules.touched_projects(entity.name, values, old))
-        linked |= rules.linked_parent_ids(entity, values, old)
+        projects.update(rules.touched_projects(entity.name, item.values, old))
+        linked |= rules.linked_parent_ids(entity, item.values, old)
     batch.linked = _linked_projects(view, entity, linked)
     projects.update(batch.linked.values())
     return projects
@@ -202,15 +197,15 @@ def _linked_projects(view: ReplicaView, entity: entities.Entity, ids: set[str]) 
     return view.linked_projects(entities.BY_NAME[entity.extra_parent], ids)
 
 
-def _apply_round(view: ReplicaView, batch: Batch, items: list[Item], reads: Reads) -> None:
+def _apply_round(
+    view: ReplicaView, batch: Batch, items: list[Item], existing: dict[str, dict[str, Any]]
+) -> None:
     """One round: every Talent id at most once."""
     entity = batch.spec.entity
-    existing, parents, extra_parents = reads
     decided: list[Item] = []
     for item in items:
-        rejected = rules.check_parents(entity, item.values, item.record, parents, extra_parents)
-        if rejected is not None:
-            batch.reject(item.position, item.raw, item.talent_id, *rejected, tenant=item.tenant)
+        if item.rejected is not None:
+            batch.reject(item.position, item.raw, item.talent_id, *item.rejected, tenant=item.tenant)
             continue
         item.old = old = existing.get(item.talent_id)
         if rules.is_stale(old, item.record.version):

@@ -36,6 +36,7 @@ class Item:
     raw: Any
     values: dict[str, Any] = field(default_factory=dict)  # upsert parameters
     old: dict[str, Any] | None = None  # the current row, None = create
+    rejected: tuple[str, str] | None = None  # (error code, message) of its parents, None = they hold
 
     @property
     def talent_id(self) -> str:
