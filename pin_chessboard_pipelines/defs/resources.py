@@ -89,16 +89,23 @@ class ChessboardResource(dg.ConfigurableResource):
         event of its own (not of the run): Dagster keeps one check row per run and shows the newest
         row, so a long run's later evaluation would hide behind a shorter run's, and the latest
         publish would read "Not evaluated"."""
-        records = context.instance.fetch_materializations(dg.AssetKey(EVENTS_ASSET), limit=1).records
-        target = (
-            AssetCheckEvaluationTargetMaterializationData(
-                run_id=records[0].run_id, storage_id=records[0].storage_id, timestamp=records[0].timestamp
-            )
-            if records
-            else None
-        )
+        target = latest_materialization(context.instance, dg.AssetKey(EVENTS_ASSET))
         evaluation = lag_evaluation(pending_summary(self.engine), f"{path}, run {context.run_id}", target)
         context.instance.report_runless_asset_event(evaluation)
+
+
+def latest_materialization(
+    instance: dg.DagsterInstance, key: dg.AssetKey
+) -> AssetCheckEvaluationTargetMaterializationData | None:
+    """The latest materialization of `key` as the target of a check evaluation (by its storage id,
+    whatever the clocks of Dagster's database and this host); None before the first one."""
+    records = instance.fetch_materializations(key, limit=1).records
+    if not records:
+        return None
+    latest = records[0]
+    return AssetCheckEvaluationTargetMaterializationData(
+        run_id=latest.run_id, storage_id=latest.storage_id, timestamp=latest.timestamp
+    )
 
 
 def _unbound_asset_graph(defs: dg.Definitions) -> AssetGraph:

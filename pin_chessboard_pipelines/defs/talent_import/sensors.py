@@ -2,8 +2,7 @@
 
 import dagster as dg
 
-from pin_chessboard_pipelines.defs.dagster_private import AssetCheckEvaluationTargetMaterializationData
-from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.defs.resources import ChessboardResource, latest_materialization
 from pin_chessboard_pipelines.defs.talent_import.checks import stuck_evaluation
 from pin_chessboard_pipelines.defs.talent_import.config import PROPERTY_OBJECTS_KEY, TALENT_DEVELOPERS
 from pin_chessboard_pipelines.defs.talent_import.partitions import (
@@ -40,17 +39,9 @@ def talent_developers_sensor(context: dg.SensorEvaluationContext, chessboard: Ch
     "its outcome changed or property_objects was materialized since (by a run without the check)",
 )
 def talent_import_stuck_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource):
-    latest = context.instance.fetch_materializations(PROPERTY_OBJECTS_KEY, limit=1).records
-    # about that materialization (by its id, whatever the clocks of Dagster's database and this host)
-    target = (
-        AssetCheckEvaluationTargetMaterializationData(
-            run_id=latest[0].run_id, storage_id=latest[0].storage_id, timestamp=latest[0].timestamp
-        )
-        if latest
-        else None
-    )
+    target = latest_materialization(context.instance, PROPERTY_OBJECTS_KEY)
     evaluation, stuck = stuck_evaluation(chessboard, target=target)
-    cursor = stuck_cursor(stuck, latest[0].storage_id if latest else None)
+    cursor = stuck_cursor(stuck, target.storage_id if target else None)
     if cursor == context.cursor:
         return dg.SkipReason(f"unchanged: {cursor}")
     return dg.SensorResult(asset_events=[evaluation], cursor=cursor)
