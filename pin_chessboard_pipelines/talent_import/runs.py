@@ -180,6 +180,25 @@ def end_gone_run(
     return end_running_run(conn, run_id, RunStatus.FAILED, error)
 
 
+def end_run_of_dagster_run(
+    conn: Connection,
+    dagster_run_id: str,
+    status: RunStatus,
+    error: str,
+    *,
+    debounce_seconds: float,
+    cap_seconds: float,
+) -> Row | None:
+    """The import run a Dagster run worked on, if it still runs with that Dagster run: ended
+    `status` (its steps never got to end it: a terminate between steps, a killed process), its held
+    recalc requests due. None when there is none, or a later Dagster run resumed it."""
+    run = run_of_dagster_run(conn, dagster_run_id)
+    if run is None or run["status"] != RunStatus.RUNNING.value:
+        return None
+    release_import_requests(conn, run["id"], debounce_seconds=debounce_seconds, cap_seconds=cap_seconds)
+    return end_running_run(conn, run["id"], status, error)
+
+
 def end_running_run(
     conn: Connection, run_id: uuid.UUID, status: RunStatus, error: str | None = None
 ) -> Row | None:

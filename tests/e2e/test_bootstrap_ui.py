@@ -256,6 +256,11 @@ def _backfill_status(ui: Ui, backfill_id: str) -> str:
     return data["partitionBackfillOrError"]["status"]
 
 
+def _import_run_in(ui: Ui, correlation_id: str, status: str) -> dict[str, Any] | None:
+    row = ui.import_run(correlation_id)
+    return row if row is not None and row["status"] == status else None
+
+
 def _run_of_backfill(ui: Ui, backfill_id: str) -> dict[str, Any]:
     def first() -> dict[str, Any] | None:
         runs = ui.gql.runs(tags={"dagster/backfill": backfill_id}, limit=5)
@@ -287,8 +292,14 @@ def test_a_terminated_backfill_is_finished_by_its_re_execution_from_failure(ui: 
         timeout=240,
         what="the first backfill ended",
     )
-    cancelled = ui.import_run(run["runId"])
-    assert cancelled is not None and cancelled["status"] == "Cancelled"
+    # the step that got the terminate ends the import run Cancelled; when it fell between two steps,
+    # talent_import_canceled_sensor does
+    cancelled = wait_until(
+        _paced(lambda: _import_run_in(ui, run["runId"], "Cancelled")),
+        timeout=120,
+        what="the terminated import run Cancelled",
+    )
+    assert cancelled["dagster_run_id"] == run["runId"]
 
     data = ui.gql.query(
         """

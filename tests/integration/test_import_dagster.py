@@ -275,6 +275,52 @@ def test_the_stuck_sensor_reports_a_running_import_without_progress(env, engine)
         assert recovered.asset_events[0].passed
 
 
+def test_an_import_run_whose_dagster_run_ended_between_steps_is_ended_by_the_run_status_sensor(env, engine):
+    # a terminate between two steps (or a run worker failed by run monitoring): no step ended the row
+    with dg.instance_for_test() as instance:
+        rows = {}
+        for name, status, event in (
+            ("cancelled", dg.DagsterRunStatus.CANCELED, dg.DagsterEventType.RUN_CANCELED),
+            ("failed", dg.DagsterRunStatus.FAILURE, dg.DagsterEventType.RUN_FAILURE),
+        ):
+            dagster_run = instance.create_run_for_job(
+                dg.GraphDefinition(name="noop").to_job(name=talent_config.IMPORT_JOB),
+                tags=talent_config.IMPORT_TAGS,
+                status=status,
+            )
+            rows[name] = _running_import_row(engine, dagster_run.run_id)
+            sensor = build_defs().resolve_sensor_def(f"talent_import_{status.value.lower()}_sensor")
+            context = dg.build_run_status_sensor_context(
+                sensor_name=sensor.name,
+                dagster_instance=instance,
+                dagster_run=dagster_run,
+                dagster_event=dg.DagsterEvent(
+                    event_type_value=event.value, job_name=talent_config.IMPORT_JOB
+                ),
+                resources=_resources(),
+            )
+            assert sensor(context) is None
+            assert isinstance(sensor(context), dg.SkipReason)  # ended once: the second sees it ended
+    status = {row["id"]: row for row in _runs(engine)}
+    assert status[rows["cancelled"]]["status"] == "Cancelled"
+    assert status[rows["failed"]]["status"] == "Failed"
+    assert "ended CANCELED" in status[rows["cancelled"]]["error"]
+
+
+def _running_import_row(engine, dagster_run_id: str) -> uuid.UUID:
+    run_id = uuid.uuid4()
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO chessboard.talent_import_runs"
+                " (id, mode, status, started_at, correlation_id, page_size, dagster_run_id)"
+                " VALUES (:id, 'ApiPull', 'Running', now(), :c, 500, :d)"
+            ),
+            {"id": run_id, "c": dagster_run_id, "d": dagster_run_id},
+        )
+    return run_id
+
+
 @pytest.mark.slow
 def test_terminating_the_dagster_run_cancels_the_import_after_the_current_page(
     env, engine, db_url, monkeypatch

@@ -50,7 +50,12 @@ def test_jobs_sensors_checks_and_config():
     assert {k.to_user_string() for k in job.asset_layer.selected_asset_keys} == set(NAMES)
     assert job.tags["pin/import"] == "talent_initial_import"
     assert defs.resolve_job_def("talent_developers_discovery") is not None
-    assert {s.name for s in defs.sensors} == {"talent_developers_sensor", "talent_import_stuck_sensor"}
+    assert {s.name for s in defs.sensors} == {
+        "talent_developers_sensor",
+        "talent_import_stuck_sensor",
+        "talent_import_canceled_sensor",
+        "talent_import_failure_sensor",
+    }
     assert defs.resolve_sensor_def("talent_import_stuck_sensor").minimum_interval_seconds == 60
     checks = defs.resolve_asset_graph().asset_check_keys
     assert dg.AssetCheckKey(dg.AssetKey("property_objects"), "import_not_stuck") in checks

@@ -12,7 +12,8 @@ the others are skipped. Every step rebuilds its session from the database.
 
 import inspect
 import warnings
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
@@ -135,6 +136,16 @@ def _failure(session: ImportSession, error: BaseException, stage: Entity) -> dg.
     )
 
 
+@contextmanager
+def _cancelled_when_interrupted(session: ImportSession) -> Iterator[None]:
+    """A terminate (or Ctrl-C) inside this step ends the import run Cancelled, first process to see it."""
+    try:
+        yield
+    except (DagsterExecutionInterruptedError, KeyboardInterrupt):
+        session.end(RunStatus.CANCELLED, "cancelled")
+        raise
+
+
 def _plan(
     stage: Entity,
     context: dg.AssetExecutionContext,
@@ -145,16 +156,17 @@ def _plan(
     then one output per process that works on the stage; the workers beyond `processes` are skipped."""
     session = step_session(context, chessboard.settings, chessboard.url, config)
     try:
-        if session.opened_here:
-            context.log.info(
-                f"import run {session.run_id} {'resumed' if session.resumed else 'started'} "
-                f"(correlation id {session.correlation_id}, scopes {session.scope_keys}, "
-                f"{config.processes} process(es) x {config.workers} worker(s))"
-            )
-        if context.run.tags.get(IMPORT_TAG) != IMPORT_JOB:
-            context.instance.add_run_tags(
-                context.run.run_id, IMPORT_TAGS
-            )  # Runs filtered by it: every import
+        with _cancelled_when_interrupted(session):
+            if session.opened_here:
+                context.log.info(
+                    f"import run {session.run_id} {'resumed' if session.resumed else 'started'} "
+                    f"(correlation id {session.correlation_id}, scopes {session.scope_keys}, "
+                    f"{config.processes} process(es) x {config.workers} worker(s))"
+                )
+            if context.run.tags.get(IMPORT_TAG) != IMPORT_JOB:
+                context.instance.add_run_tags(
+                    context.run.run_id, IMPORT_TAGS
+                )  # Runs filtered by it: every import
     finally:
         session.close()
     for index in range(min(config.processes, PROCESSES_MAX)):
@@ -173,13 +185,11 @@ def _work(
     try:
         progress = StageProgress(session.engine, session.run_id, stage.stage, session.log_fields(stage.stage))
         try:
-            with progress if index == 0 else nullcontext():  # one stage-progress line per stage
-                report = session.work_stage(stage)
-            if report.cancelled and report.ended_elsewhere is None and session.should_stop():
-                raise DagsterExecutionInterruptedError()
-        except (DagsterExecutionInterruptedError, KeyboardInterrupt):
-            session.end(RunStatus.CANCELLED, "cancelled")
-            raise
+            with _cancelled_when_interrupted(session):
+                with progress if index == 0 else nullcontext():  # one stage-progress line per stage
+                    report = session.work_stage(stage)
+                if report.cancelled and report.ended_elsewhere is None and session.should_stop():
+                    raise DagsterExecutionInterruptedError()
         except Exception as error:
             raise _failure(session, error, stage) from None
         context.log.info(
@@ -201,15 +211,16 @@ def _barrier(
     session = step_session(context, chessboard.settings, chessboard.url, config)
     try:
         try:
-            report = stage_report(session, stage)
-            if report.cancelled:
-                raise StageFailed(
-                    f"stage {stage.stage}: the barrier is not reached: {report.pages} page(s), "
-                    f"{report.failed_pages} Failed, the walk "
-                    f"{'ended' if stage_walked(session, stage) else 'did not end'}"
-                )
-            if stage.stage == _stages_in_run(context)[-1]:
-                session.finish(RunStatus.COMPLETED)
+            with _cancelled_when_interrupted(session):
+                report = stage_report(session, stage)
+                if report.cancelled:
+                    raise StageFailed(
+                        f"stage {stage.stage}: the barrier is not reached: {report.pages} page(s), "
+                        f"{report.failed_pages} Failed, the walk "
+                        f"{'ended' if stage_walked(session, stage) else 'did not end'}"
+                    )
+                if stage.stage == _stages_in_run(context)[-1]:
+                    session.finish(RunStatus.COMPLETED)
         except Exception as error:
             raise _failure(session, error, stage) from None
         if report.counters.applied and not session.request.dry_run:

@@ -1,5 +1,6 @@
 """Dagster shell of the talent initial import (docs/talent-initial-import.md): six partitioned
-assets over talent_import/, their checks, the import, full bootstrap and discovery jobs, two sensors.
+assets over talent_import/, their checks, the import, full bootstrap and discovery jobs, four
+sensors.
 
 The launchpad config is config.TalentImportConfig (resource `talent_import`); the session of a run
 is session.py's.
@@ -18,6 +19,8 @@ from pin_chessboard_pipelines.defs.talent_import.jobs import (
 from pin_chessboard_pipelines.defs.talent_import.replay import talent_replay_failed
 from pin_chessboard_pipelines.defs.talent_import.sensors import (
     talent_developers_sensor,
+    talent_import_canceled_sensor,
+    talent_import_failure_sensor,
     talent_import_stuck_sensor,
 )
 
@@ -32,6 +35,11 @@ def definitions() -> dg.Definitions:
             talent_developers_discovery,
             talent_replay_failed,
         ],
-        sensors=[talent_developers_sensor, talent_import_stuck_sensor],
+        sensors=[
+            talent_developers_sensor,
+            talent_import_stuck_sensor,
+            talent_import_canceled_sensor,
+            talent_import_failure_sensor,
+        ],
         resources={"talent_import": TalentImportConfig()},
     )
