@@ -20,6 +20,7 @@ from pin_chessboard_pipelines.recalc.queue import (
 )
 from pin_chessboard_pipelines.replica.apply import DryRunState
 from pin_chessboard_pipelines.store.queries import queries
+from tests.support.import_runs import insert_import_run
 from tests.support.replica import RUN_ID, Tree, apply, context_factory, one, pid
 
 DEBOUNCE, CAP = 30.0, 300.0
@@ -32,15 +33,7 @@ def make_ctx(engine):
 
 
 def _run(engine, run_id: uuid.UUID, status: str = "Running", dagster_run_id: str | None = None) -> None:
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO chessboard.talent_import_runs (id, mode, status, started_at, correlation_id, "
-                "dry_run, page_size, dagster_run_id) "
-                "VALUES (:id, 'ApiPull', :status, now(), 'c', false, 5, :dagster)"
-            ),
-            {"id": run_id, "status": status, "dagster": dagster_run_id},
-        )
+    insert_import_run(engine, run_id, status=status, dagster_run_id=dagster_run_id)
 
 
 def _request(engine, projects, run_id: uuid.UUID | None) -> None:

@@ -20,6 +20,7 @@ from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent_import import runner, runs
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
+from tests.support.import_runs import insert_import_run
 
 SPEC = DatasetSpec(developers=3, projects_per_developer=2, objects_per_project=6)
 PARTITION = talent_config.TALENT_DEVELOPERS.name
@@ -240,15 +241,7 @@ def test_the_discovery_sensor_skips_while_talent_is_down(env):
 
 
 def test_the_stuck_sensor_reports_a_running_import_without_progress(env, engine):
-    run_id = uuid.uuid4()
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO chessboard.talent_import_runs (id, mode, status, started_at, correlation_id, page_size)"
-                " VALUES (:id, 'ApiPull', 'Running', :started, 'c-1', 500)"
-            ),
-            {"id": run_id, "started": dt.datetime.now(dt.UTC) - dt.timedelta(minutes=20)},
-        )
+    run_id = insert_import_run(engine, started_at=dt.datetime.now(dt.UTC) - dt.timedelta(minutes=20))
     sensor = build_defs().resolve_sensor_def("talent_import_stuck_sensor")
     with dg.instance_for_test() as instance:
         first = sensor(dg.build_sensor_context(instance=instance, resources=_resources()))
@@ -288,7 +281,7 @@ def test_an_import_run_whose_dagster_run_ended_between_steps_is_ended_by_the_run
                 tags=talent_config.IMPORT_TAGS,
                 status=status,
             )
-            rows[name] = _running_import_row(engine, dagster_run.run_id)
+            rows[name] = insert_import_run(engine, dagster_run_id=dagster_run.run_id)
             sensor = build_defs().resolve_sensor_def(f"talent_import_{status.value.lower()}_sensor")
             context = dg.build_run_status_sensor_context(
                 sensor_name=sensor.name,
@@ -305,20 +298,6 @@ def test_an_import_run_whose_dagster_run_ended_between_steps_is_ended_by_the_run
     assert status[rows["cancelled"]]["status"] == "Cancelled"
     assert status[rows["failed"]]["status"] == "Failed"
     assert "ended CANCELED" in status[rows["cancelled"]]["error"]
-
-
-def _running_import_row(engine, dagster_run_id: str) -> uuid.UUID:
-    run_id = uuid.uuid4()
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO chessboard.talent_import_runs"
-                " (id, mode, status, started_at, correlation_id, page_size, dagster_run_id)"
-                " VALUES (:id, 'ApiPull', 'Running', now(), :c, 500, :d)"
-            ),
-            {"id": run_id, "c": dagster_run_id, "d": dagster_run_id},
-        )
-    return run_id
 
 
 @pytest.mark.slow

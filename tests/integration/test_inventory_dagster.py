@@ -296,10 +296,12 @@ def test_agrees_with_the_stored_aggregates_on_the_demo_dataset(db_url, engine):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1200)  # 10k projects applied and drained one transaction each: minutes on 2 shared cores
-def test_agrees_with_the_stored_aggregates_on_10k_simulated_projects(db_url, engine):
+@pytest.mark.timeout(600)  # projects applied and drained one transaction each: a minute on 2 shared cores
+def test_agrees_with_the_stored_aggregates_on_2k_simulated_projects(db_url, engine):
+    # 2k projects: past the drain's batches (500) and the apply's pages (2000);
+    # benchmarks/inventory_bench.py times 10k projects x 100 objects
     spec = DatasetSpec(
-        developers=100,
+        developers=20,
         projects_per_developer=100,
         buildings_per_project=1,
         layout_groups_per_project=1,
@@ -307,4 +309,4 @@ def test_agrees_with_the_stored_aggregates_on_10k_simulated_projects(db_url, eng
         objects_per_project=5,
         deleted_every=13,
     )
-    assert _simulated_agreement(db_url, engine, spec) > 8000
+    assert _simulated_agreement(db_url, engine, spec) > 1600

@@ -5,6 +5,7 @@ apply path's counters count a page once even when its transaction was rolled bac
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from pin_chessboard_pipelines.talent_import.lock import LOCK, ImportLock
 from pin_chessboard_pipelines.talent_import.request import build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
+from tests.support.import_runs import insert_import_run
 
 
 @pytest.fixture
@@ -63,14 +65,9 @@ def test_recalc_gauges_leave_poison_rows_out_of_the_due_backlog(db_url, engine, 
 
 def test_import_running_follows_the_lock_not_a_leftover_row(db_url, engine, folder):
     run_id = uuid.uuid4()
+    started = datetime.now(UTC) - timedelta(hours=3)
+    insert_import_run(engine, run_id, started_at=started, correlation_id=str(run_id), page_size=10)
     with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO chessboard.talent_import_runs (id, mode, status, started_at, correlation_id, page_size) "
-                "VALUES (:id, 'ApiPull', 'Running', now() - interval '3 hours', :id, 10)"
-            ),
-            {"id": run_id},
-        )
         conn.execute(
             sa.text(
                 "INSERT INTO chessboard.talent_import_pages "

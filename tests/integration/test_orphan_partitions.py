@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from pin_chessboard_pipelines.replica.apply import apply_snapshots
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.result import StageCounters
+from tests.support.import_runs import insert_import_run
 from tests.support.replica import RUN_ID, Tree, context_factory, pid, tid
 
 
@@ -29,14 +30,7 @@ def test_an_orphan_counts_under_the_developer_of_its_listing(engine):
     ctx = context_factory(engine)()
     tree = Tree()
     tree.apply_parents(engine, ctx)
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO chessboard.talent_import_runs (id, mode, status, started_at, correlation_id, "
-                "dry_run, page_size) VALUES (:id, 'ApiPull', 'Running', now(), 'c', false, 3)"
-            ),
-            {"id": RUN_ID},
-        )
+    insert_import_run(engine, RUN_ID, page_size=3)
     for page_no, scope in enumerate((tree.developer["id"], "")):  # a developer's listing, then all
         items = [
             tree.obj(f"{page_no}-1"),

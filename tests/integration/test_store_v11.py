@@ -16,6 +16,7 @@ from pin_chessboard_pipelines.recalc.drain import drain
 from pin_chessboard_pipelines.recalc.queue import release_import_requests
 from pin_chessboard_pipelines.replica.apply import apply_tombstones
 from pin_chessboard_pipelines.retry import StopReason
+from tests.support.import_runs import insert_import_run
 from tests.support.polling import wait_until
 from tests.support.replica import RUN_ID, Tree, apply, context_factory, one, outbox, pid, rows
 
@@ -149,13 +150,7 @@ def test_one_request_per_project_per_import_run_held_until_the_run_finishes(engi
         conn.execute(
             sa.text("UPDATE chessboard.project_recalc_requests SET due_at = now() - interval '1 hour'")
         )
-        conn.execute(
-            sa.text(
-                "INSERT INTO chessboard.talent_import_runs (id, mode, status, started_at, correlation_id, "
-                "dry_run, page_size) VALUES (:id, 'ApiPull', 'Running', now(), 'c', false, 5)"
-            ),
-            {"id": RUN_ID},
-        )
+    insert_import_run(engine, RUN_ID)
     assert drain(engine).recalculated == 0
     with engine.begin() as conn:
         assert release_import_requests(conn, RUN_ID, debounce_seconds=0, cap_seconds=300) == 1

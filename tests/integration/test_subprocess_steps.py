@@ -5,6 +5,7 @@ of its own that reads its configuration from the environment, as a step pod does
 from __future__ import annotations
 
 import os
+import socket
 
 import dagster as dg
 import pytest
@@ -70,12 +71,13 @@ def test_an_import_stage_runs_its_page_steps_in_processes_of_their_own(
 ):
     """The import through the step-delegating executor (the k8s executor's path without a
     cluster): each stage's plan, page steps and barrier in processes of their own, the page steps
-    sharing the stage's pages, every page Done, the run Completed."""
-    from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB, PARTITIONS
+    sharing the stage's pages, every page Done, the run Completed by its last stage. Two stages
+    (developers, projects) prove it; a process per step makes each stage cost seconds."""
+    from pin_chessboard_pipelines.defs.talent_import.config import ASSET_KEYS, IMPORT_JOB, PARTITIONS
     from pin_chessboard_pipelines.talent.simulator import dataset
     from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 
-    spec = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=20, latency_ms=20)
+    spec = DatasetSpec(developers=2, projects_per_developer=4, latency_ms=20)
     sim = talent_sim(spec)
     monkeypatch.setenv("CHESSBOARD_DATABASE_URL", db_url)
     monkeypatch.setenv("TALENT_API_URL", sim.url)
@@ -87,17 +89,19 @@ def test_an_import_stage_runs_its_page_steps_in_processes_of_their_own(
             instance=instance,
             run_config={
                 "execution": {"config": {"max_concurrent": 3}},
-                "resources": {"talent_import": {"config": {"processes": 2, "workers": 1, "page_size": 4}}},
+                "resources": {"talent_import": {"config": {"processes": 2, "workers": 1, "page_size": 1}}},
             },
             tags={
                 "dagster/asset_partition_range_start": developers[0],
                 "dagster/asset_partition_range_end": developers[-1],
             },
+            asset_selection=[ASSET_KEYS["Developers"], ASSET_KEYS["Projects"]],
         )
         pids = step_pids(instance, result.run_id)
     assert result.success
-    pages = [s for s in pids if s.startswith("property_objects.property_objects_pages_")]
-    assert sorted(pages) == [f"property_objects.property_objects_pages_{i}" for i in range(2)]
+    pages = [s for s in pids if s.startswith("projects.projects_pages_")]
+    assert sorted(pages) == [f"projects.projects_pages_{i}" for i in range(2)]
+    assert {s.split(".")[0] for s in pids} == {"developers", "projects"}
     assert len(set(pids.values())) == len(pids) and os.getpid() not in pids.values()
     with engine.connect() as conn:
         run_status = conn.execute(sa.text("SELECT status FROM chessboard.talent_import_runs")).scalar_one()
@@ -106,6 +110,16 @@ def test_an_import_stage_runs_its_page_steps_in_processes_of_their_own(
             .scalars()
             .all()
         )
-        objects = conn.execute(sa.text("SELECT count(*) FROM chessboard.property_objects")).scalar_one()
+        claimants = (
+            conn.execute(
+                sa.text(
+                    "SELECT DISTINCT claimed_by FROM chessboard.talent_import_pages WHERE stage = 'Projects'"
+                )
+            )
+            .scalars()
+            .all()
+        )
+        projects = conn.execute(sa.text("SELECT count(*) FROM chessboard.projects")).scalar_one()
     assert run_status == "Completed" and statuses == ["Done"]
-    assert objects == dataset.count(spec, "property-objects")
+    assert projects == dataset.count(spec, "projects")
+    assert set(claimants) <= {f"{socket.gethostname()}:{pid}" for pid in pids.values()}
