@@ -28,7 +28,7 @@ from pin_chessboard_pipelines.observability.metrics import (
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.retry import PERMANENT, FailurePolicy, Retrier, RetryStopped, Stopper
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
-from pin_chessboard_pipelines.talent_import import runs
+from pin_chessboard_pipelines.talent_import import page_queue, runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed
 from pin_chessboard_pipelines.talent_import.page_cache import PageCache
 from pin_chessboard_pipelines.talent_import.request import Scope
@@ -254,10 +254,10 @@ class PageWorker:
         except BaseException as e:
             work.fail(e)
 
-    def _claim(self) -> runs.ClaimedPage | None:
+    def _claim(self) -> page_queue.ClaimedPage | None:
         options = self.options
         with self.session.engine.begin() as conn:
-            page = runs.claim_page(
+            page = page_queue.claim_page(
                 conn,
                 self.session.run_id,
                 self.stage.stage,
@@ -276,7 +276,7 @@ class PageWorker:
             self.work.fail(StageFailed(f"stage {self.stage.stage}: {state.failed} page(s) Failed"))
         return state.complete(self.session.scope_keys)
 
-    def _process(self, page: runs.ClaimedPage) -> None:
+    def _process(self, page: page_queue.ClaimedPage) -> None:
         session, stage = self.session, self.stage
         started = time.perf_counter()
         # INFO: with several processes, which one took a page (and took over a dead one's) is the story
@@ -296,7 +296,7 @@ class PageWorker:
                     stage, page.cursor, Scope.from_key(page.scope), page_size=session.page_size
                 )
             with session.engine.begin() as conn:
-                if not runs.hold_claimed_page(conn, page):
+                if not page_queue.hold_claimed_page(conn, page):
                     log_event(
                         log,
                         logging.WARNING,
@@ -306,7 +306,7 @@ class PageWorker:
                     )
                     return
                 result = session.apply_items(conn, stage.name, items, self.work.context)
-                runs.complete_page(conn, page, len(items), result)
+                page_queue.complete_page(conn, page, len(items), result)
         except TalentCancelled:
             self.work.retrying("release a page", lambda: self._release(page))
             return
@@ -317,11 +317,11 @@ class PageWorker:
         elapsed_ms = (time.perf_counter() - started) * 1000
         self._account(page, result, len(items), elapsed_ms)
 
-    def _release(self, page: runs.ClaimedPage) -> None:
+    def _release(self, page: page_queue.ClaimedPage) -> None:
         with self.session.engine.begin() as conn:
-            runs.release_page(conn, page)
+            page_queue.release_page(conn, page)
 
-    def _record_failure(self, page: runs.ClaimedPage, error: Exception) -> None:
+    def _record_failure(self, page: page_queue.ClaimedPage, error: Exception) -> None:
         """A failed attempt: transient ones (5xx, 429, timeout, connection loss, deadlock, the
         database restarting) wait with backoff, the page re-claimed after its wait, until the
         page-retry budget is spent; a 4xx other than 429 fails the stage at once; anything else gets
@@ -337,7 +337,9 @@ class PageWorker:
 
         def record() -> int | None:
             with session.engine.begin() as conn:
-                return runs.record_page_failure(conn, page, error_line(error), lease, permanent=permanent)
+                return page_queue.record_page_failure(
+                    conn, page, error_line(error), lease, permanent=permanent
+                )
 
         attempts = work.retrying("record a failed page", record)
         IMPORT_PAGES.labels(stage.stage, "Failed").inc()
@@ -362,7 +364,9 @@ class PageWorker:
                 )
             )
 
-    def _account(self, page: runs.ClaimedPage, result: ApplyResult, planned: int, elapsed_ms: float) -> None:
+    def _account(
+        self, page: page_queue.ClaimedPage, result: ApplyResult, planned: int, elapsed_ms: float
+    ) -> None:
         session, stage = self.session, self.stage
         aggregate = stage.aggregate_type  # label of chessboard_import_items_total
         tracing.set_attributes(

@@ -26,7 +26,7 @@ from pin_chessboard_pipelines.replica.apply import DryRunState, apply_snapshots
 from pin_chessboard_pipelines.retry import Retrier, Stopper
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook
-from pin_chessboard_pipelines.talent_import import page_worker, runs, stage_runner
+from pin_chessboard_pipelines.talent_import import page_queue, page_worker, runs, stage_runner
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
 from pin_chessboard_pipelines.talent_import.model import (
     ApplyFn,
@@ -334,7 +334,7 @@ class ImportSession:
         if on_completed is None or self.run_row["dry_run"] or any(self.scope_keys):
             return  # a scoped replay applied part of each partition: the group stays at 0
         with self.engine.connect() as conn:
-            cursors = runs.page_cursors(conn, self.run_id)
+            cursors = page_queue.page_cursors(conn, self.run_id)
         try:
             on_completed(cursors)
         except Exception as error:  # the replay is complete; talent-sync re-reads (idempotent)

@@ -1,4 +1,4 @@
-"""Run rows and the page queue of the import: every read and write of talent_import_* lives here.
+"""Run rows of the import: start, resume, end, heartbeats and figures; the pages are page_queue.py's.
 
 Functions of a SQLAlchemy connection (the caller owns the transaction); the SQL is in
 store/sql/talent_import.sql.
@@ -13,14 +13,12 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection, RowMapping
 
-from pin_chessboard_pipelines.entities import DEVELOPER, ENTITIES, pin_id
+from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.recalc.queue import release_import_requests
-from pin_chessboard_pipelines.replica.apply import ApplyResult, DryRunState
+from pin_chessboard_pipelines.replica.apply import DryRunState
 from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.talent_import.request import (
-    PageStatus,
     RunStatus,
-    Scope,
     TalentInitialImportRequest,
 )
 from pin_chessboard_pipelines.talent_import.result import (
@@ -34,16 +32,6 @@ Row = RowMapping
 
 def _q(name: str):
     return queries("talent_import")[name]
-
-
-@dataclass(frozen=True)
-class ClaimedPage:
-    id: int
-    scope: str
-    page_no: int
-    cursor: str | None
-    attempts: int
-    claim_token: uuid.UUID
 
 
 @dataclass(frozen=True)
@@ -296,105 +284,6 @@ def result_of(run: Row) -> TalentInitialImportResult:
     )
 
 
-def last_planned_page(conn: Connection, run_id: uuid.UUID, stage: str, scope: str) -> Row | None:
-    return (
-        conn.execute(_q("last_planned_page"), {"run_id": run_id, "stage": stage, "scope": scope})
-        .mappings()
-        .first()
-    )
-
-
-def insert_page(
-    conn: Connection,
-    run_id: uuid.UUID,
-    stage: str,
-    scope: str,
-    page_no: int,
-    cursor: str | None,
-    next_cursor: str | None,
-    items_planned: int,
-    planned_by: str | None = None,
-) -> int | None:
-    """A Pending page; None when the page was recorded already."""
-    return conn.execute(
-        _q("insert_page"),
-        {
-            "run_id": run_id,
-            "stage": stage,
-            "scope": scope,
-            "page_no": page_no,
-            "cursor": cursor,
-            "next_cursor": next_cursor,
-            "is_last": next_cursor is None,
-            "items_planned": items_planned,
-            "planned_by": planned_by,
-        },
-    ).scalar()
-
-
-def claim_page(
-    conn: Connection,
-    run_id: uuid.UUID,
-    stage: str,
-    lease_seconds: float,
-    *,
-    claimed_by: str = "",
-    dead_seconds: float = 45.0,
-) -> ClaimedPage | None:
-    """The next page of the stage for `claimed_by` (<host>:<pid>); a page whose claimant renewed no
-    heartbeat for `dead_seconds` (a dead process) is claimed again."""
-    token = uuid.uuid4()
-    row = (
-        conn.execute(
-            _q("claim_page"),
-            {
-                "run_id": run_id,
-                "stage": stage,
-                "lease_seconds": float(lease_seconds),
-                "claim_token": token,
-                "claimed_by": claimed_by,
-                "dead_seconds": float(dead_seconds),
-            },
-        )
-        .mappings()
-        .first()
-    )
-    if row is None:
-        return None
-    return ClaimedPage(row["id"], row["scope"], row["page_no"], row["cursor"], row["attempts"], token)
-
-
-def claimed_pages(conn: Connection, page_ids: list[int]) -> set[int]:
-    """Those of `page_ids` that are no longer Pending."""
-    return set(conn.execute(_q("claimed_pages"), {"page_ids": page_ids}).scalars())
-
-
-def hold_claimed_page(conn: Connection, page: ClaimedPage) -> bool:
-    held = conn.execute(_q("hold_claimed_page"), {"page_id": page.id, "claim_token": page.claim_token})
-    return held.first() is not None
-
-
-def complete_page(conn: Connection, page: ClaimedPage, planned: int, result: ApplyResult) -> None:
-    conn.execute(
-        _q("complete_page"),
-        {
-            "page_id": page.id,
-            "planned": planned,
-            "applied": result.applied,
-            "skipped": result.skipped,
-            "failed": result.failed,
-            # an orphan counts in the partition of the developer the listing was filtered by
-            "tenant_counters": json.dumps(result.listed_under(_listed_developer(page.scope))),
-        },
-    )
-
-
-def _listed_developer(scope_key: str) -> str | None:
-    """The developer PIN id a page's listing was filtered by (None: all developers or a project)."""
-    developer = Scope.from_key(scope_key).developer_id
-    return None if developer is None else str(pin_id(DEVELOPER.name, developer))
-
-
 def stage_tenant_counters(conn: Connection, run_id: uuid.UUID, stage: str) -> dict[str, StageCounters]:
     """Developer PIN id ("" = unknown) -> its applied / skipped / failed of the stage (planned = their
     sum: the items of that developer read from the source)."""
@@ -408,34 +297,6 @@ def stage_tenant_counters(conn: Connection, run_id: uuid.UUID, stage: str) -> di
         )
         for row in rows
     }
-
-
-def record_page_failure(
-    conn: Connection, page: ClaimedPage, error: str, retry_seconds: float, permanent: bool = False
-) -> int | None:
-    """attempts after this failure; None when the claim was lost meanwhile."""
-    return conn.execute(
-        _q("record_page_failure"),
-        {
-            "page_id": page.id,
-            "claim_token": page.claim_token,
-            "error": error,
-            "status": (PageStatus.FAILED if permanent else PageStatus.IN_PROGRESS).value,
-            "retry_seconds": float(retry_seconds),
-        },
-    ).scalar()
-
-
-def page_cursors(conn: Connection, run_id: uuid.UUID) -> dict[str, list[str]]:
-    """Stage -> the cursors of the run's pages (TopicReplay: where each page's partition range is)."""
-    cursors: dict[str, list[str]] = {}
-    for stage, cursor in conn.execute(_q("page_cursors"), {"run_id": run_id}):
-        cursors.setdefault(stage, []).append(cursor)
-    return cursors
-
-
-def release_page(conn: Connection, page: ClaimedPage) -> None:
-    conn.execute(_q("release_page"), {"page_id": page.id, "claim_token": page.claim_token})
 
 
 def stage_state(conn: Connection, run_id: uuid.UUID, stage: str) -> StageState:

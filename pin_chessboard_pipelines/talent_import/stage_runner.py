@@ -21,7 +21,7 @@ from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGES
 from pin_chessboard_pipelines.retry import PERMANENT, FailureStreak, Retrier, RetryStopped
 from pin_chessboard_pipelines.store.lock import AdvisoryLock, open_session
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
-from pin_chessboard_pipelines.talent_import import runs
+from pin_chessboard_pipelines.talent_import import page_queue, runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed, StageReport
 from pin_chessboard_pipelines.talent_import.page_worker import Heartbeat, PageWorker, StageWork
 from pin_chessboard_pipelines.talent_import.request import Scope
@@ -237,7 +237,7 @@ class StageWalker:
         """A planned page (Pending); the items the walk read go to this process's workers."""
         session, stage, work = self.session, self.stage, self.work
         with session.engine.begin() as conn:
-            page_id = runs.insert_page(
+            page_id = page_queue.insert_page(
                 conn,
                 session.run_id,
                 stage.stage,
@@ -282,10 +282,10 @@ class StageWalker:
 
     def _last_planned(self, scope_key: str) -> runs.Row | None:
         with self.session.engine.connect() as conn:
-            return runs.last_planned_page(conn, self.session.run_id, self.stage.stage, scope_key)
+            return page_queue.last_planned_page(conn, self.session.run_id, self.stage.stage, scope_key)
 
     def _claimed_elsewhere(self, page_ids: list[int]) -> set[int]:
         """Cached pages that are no longer Pending: another process claimed them (ours take the
         items out of the cache when they claim)."""
         with self.session.engine.connect() as conn:
-            return runs.claimed_pages(conn, page_ids)
+            return page_queue.claimed_pages(conn, page_ids)

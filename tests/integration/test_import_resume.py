@@ -13,7 +13,7 @@ from pin_chessboard_pipelines.entities import DEVELOPER, ENTITIES, PROPERTY_OBJE
 from pin_chessboard_pipelines.settings import PROJECT_ROOT
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec, FaultRule
-from pin_chessboard_pipelines.talent_import import runs
+from pin_chessboard_pipelines.talent_import import page_queue, runs
 from pin_chessboard_pipelines.talent_import.request import RunStatus, build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
@@ -146,12 +146,12 @@ def test_an_expired_lease_is_reclaimed_and_the_old_claim_cannot_finish(db_url, e
     with engine.begin() as conn:
         run, _ = runs.start_or_resume_run(conn, request, None)
         cursor = dataset.encode_cursor("developers", 1)  # the simulator's cursor of the second page
-        runs.insert_page(conn, run["id"], "Developers", "", 0, None, cursor, 1)
-        runs.insert_page(conn, run["id"], "Developers", "", 1, cursor, None, 1)
+        page_queue.insert_page(conn, run["id"], "Developers", "", 0, None, cursor, 1)
+        page_queue.insert_page(conn, run["id"], "Developers", "", 1, cursor, None, 1)
     with engine.begin() as conn:
-        first = runs.claim_page(conn, run["id"], "Developers", lease_seconds=600)
-        second = runs.claim_page(conn, run["id"], "Developers", lease_seconds=600)
-        assert runs.claim_page(conn, run["id"], "Developers", lease_seconds=600) is None  # both leased
+        first = page_queue.claim_page(conn, run["id"], "Developers", lease_seconds=600)
+        second = page_queue.claim_page(conn, run["id"], "Developers", lease_seconds=600)
+        assert page_queue.claim_page(conn, run["id"], "Developers", lease_seconds=600) is None  # both leased
     assert (first.page_no, second.page_no) == (0, 1)
     with engine.begin() as conn:  # the first worker stalls past its lease
         conn.execute(
@@ -161,11 +161,11 @@ def test_an_expired_lease_is_reclaimed_and_the_old_claim_cannot_finish(db_url, e
             {"i": first.id},
         )
     with engine.begin() as conn:
-        again = runs.claim_page(conn, run["id"], "Developers", lease_seconds=600)
+        again = page_queue.claim_page(conn, run["id"], "Developers", lease_seconds=600)
     assert again.id == first.id and again.claim_token != first.claim_token
     with engine.begin() as conn:
-        assert not runs.hold_claimed_page(conn, first)  # the stale worker may not apply it
-        assert runs.hold_claimed_page(conn, again)
+        assert not page_queue.hold_claimed_page(conn, first)  # the stale worker may not apply it
+        assert page_queue.hold_claimed_page(conn, again)
 
     # a worker of another process joins the run and finishes the stage, re-claimed page included
     with engine.begin() as conn:
@@ -227,11 +227,15 @@ def test_a_dead_claimants_page_is_claimed_again_and_a_live_ones_is_kept(db_url, 
     request = build_request(page_size=1)
     with engine.begin() as conn:
         run, _ = runs.start_or_resume_run(conn, request, None)
-        runs.insert_page(conn, run["id"], "Developers", "", 0, None, "c1", 1)
-        runs.insert_page(conn, run["id"], "Developers", "", 1, "c1", None, 1)
+        page_queue.insert_page(conn, run["id"], "Developers", "", 0, None, "c1", 1)
+        page_queue.insert_page(conn, run["id"], "Developers", "", 1, "c1", None, 1)
     with engine.begin() as conn:
-        dead = runs.claim_page(conn, run["id"], "Developers", 600, claimed_by="host-a:1", dead_seconds=45)
-        live = runs.claim_page(conn, run["id"], "Developers", 600, claimed_by="host-b:2", dead_seconds=45)
+        dead = page_queue.claim_page(
+            conn, run["id"], "Developers", 600, claimed_by="host-a:1", dead_seconds=45
+        )
+        live = page_queue.claim_page(
+            conn, run["id"], "Developers", 600, claimed_by="host-b:2", dead_seconds=45
+        )
     assert (dead.page_no, live.page_no) == (0, 1)
     with engine.begin() as conn:  # host-a died 60 s ago; host-b renews its heartbeat
         conn.execute(
@@ -243,9 +247,11 @@ def test_a_dead_claimants_page_is_claimed_again_and_a_live_ones_is_kept(db_url, 
         )
         assert runs.heartbeat(conn, run["id"], "host-b:2", [live.id]) == "Running"
     with engine.begin() as conn:
-        again = runs.claim_page(conn, run["id"], "Developers", 600, claimed_by="host-c:3", dead_seconds=45)
+        again = page_queue.claim_page(
+            conn, run["id"], "Developers", 600, claimed_by="host-c:3", dead_seconds=45
+        )
         assert (
-            runs.claim_page(conn, run["id"], "Developers", 600, claimed_by="host-c:3", dead_seconds=45)
+            page_queue.claim_page(conn, run["id"], "Developers", 600, claimed_by="host-c:3", dead_seconds=45)
             is None
         )
     assert again.id == dead.id and again.claim_token != dead.claim_token
@@ -256,5 +262,5 @@ def test_a_dead_claimants_page_is_claimed_again_and_a_live_ones_is_kept(db_url, 
                 {"r": run["id"]},
             ).all()
         )
-        assert not runs.hold_claimed_page(conn, dead)  # the dead claim cannot finish the page
+        assert not page_queue.hold_claimed_page(conn, dead)  # the dead claim cannot finish the page
     assert claimants == {0: "host-c:3", 1: "host-b:2"}

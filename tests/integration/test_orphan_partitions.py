@@ -9,13 +9,13 @@ import uuid
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.replica.apply import apply_snapshots
-from pin_chessboard_pipelines.talent_import import runs
+from pin_chessboard_pipelines.talent_import import page_queue, runs
 from pin_chessboard_pipelines.talent_import.result import StageCounters
 from tests.support.import_runs import insert_import_run
 from tests.support.replica import RUN_ID, Tree, context_factory, pid, tid
 
 
-def _page(conn, scope: str, page_no: int) -> runs.ClaimedPage:
+def _page(conn, scope: str, page_no: int) -> page_queue.ClaimedPage:
     page_id = conn.execute(
         sa.text(
             "INSERT INTO chessboard.talent_import_pages (run_id, stage, page_no, scope, status) "
@@ -23,7 +23,7 @@ def _page(conn, scope: str, page_no: int) -> runs.ClaimedPage:
         ),
         {"run": RUN_ID, "no": page_no, "scope": scope},
     ).scalar_one()
-    return runs.ClaimedPage(page_id, scope, page_no, None, 0, uuid.uuid4())
+    return page_queue.ClaimedPage(page_id, scope, page_no, None, 0, uuid.uuid4())
 
 
 def test_an_orphan_counts_under_the_developer_of_its_listing(engine):
@@ -40,7 +40,7 @@ def test_an_orphan_counts_under_the_developer_of_its_listing(engine):
         with engine.begin() as conn:
             result = apply_snapshots(conn, "propertyObject", items, ctx)
             assert (result.applied, result.failed) == (2, 1)
-            runs.complete_page(conn, _page(conn, scope, page_no), len(items), result)
+            page_queue.complete_page(conn, _page(conn, scope, page_no), len(items), result)
     with engine.connect() as conn:
         counters = runs.stage_tenant_counters(conn, RUN_ID, "PropertyObjects")
     developer = str(pid("developer", tree.developer))
