@@ -20,6 +20,7 @@ import uuid
 
 from pin_chessboard_pipelines.cli.arguments import uuid_argument
 from pin_chessboard_pipelines.cli.jobs import CONSOLE_LOGGER
+from pin_chessboard_pipelines.defs.executors import concurrent_steps_config
 from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK, IMPORT_LOCK_HELD, Refused, error_line
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.retry import Retrier
@@ -203,6 +204,7 @@ def run_import_command(
                 run_config={
                     **CONSOLE_LOGGER,
                     "resources": {"talent_import": {"config": config.model_dump(exclude_none=True)}},
+                    **concurrent_steps_config(config.processes),
                 },
                 tags={
                     "dagster/asset_partition_range_start": selected[0],

@@ -10,6 +10,8 @@ definitions load (docs/deployment.md#executors): Dagster's own executors, config
 
 from __future__ import annotations
 
+from typing import Any
+
 import dagster as dg
 
 from pin_chessboard_pipelines.errors import ConfigError
@@ -34,3 +36,14 @@ def build_executor(name: str | None = None) -> dg.ExecutorDefinition:
         return k8s_job_executor
     expected = " | ".join(DAGSTER_EXECUTORS)
     raise ConfigError(f"CHESSBOARD_DAGSTER_EXECUTOR={name!r} is invalid: expected {expected}")
+
+
+def concurrent_steps_config(steps: int, name: str | None = None) -> dict[str, Any]:
+    """Run config under which `steps` steps of one run go at once (an import's P page steps, a
+    recalc run's N drains): the multiprocess executor runs one step per CPU unless told, so P = 3
+    on a 2-CPU host would run 2 and start the third when the stage is over. in_process runs one
+    step at a time whatever it is told; k8s sets no limit of its own."""
+    name = load_dagster_executor() if name is None else name
+    if name != "multiprocess" or steps <= 1:
+        return {}
+    return {"execution": {"config": {"max_concurrent": steps}}}

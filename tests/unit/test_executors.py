@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from pin_chessboard_pipelines.defs.executors import K8S_EXTRA_MISSING, build_executor
+from pin_chessboard_pipelines.defs.executors import K8S_EXTRA_MISSING, build_executor, concurrent_steps_config
 from pin_chessboard_pipelines.errors import ConfigError
 
 # the jobs that follow the variable, and those that stay in process whatever it says
@@ -82,3 +82,29 @@ def test_an_invalid_value_stops_the_cli_with_one_line_and_exit_2():
     assert done.stderr.strip().splitlines() == [
         "CHESSBOARD_DAGSTER_EXECUTOR='threads' is invalid: expected in_process | multiprocess | k8s"
     ]
+
+
+def test_a_multiprocess_run_starts_all_its_page_steps_or_drains_at_once():
+    assert concurrent_steps_config(3, "multiprocess") == {"execution": {"config": {"max_concurrent": 3}}}
+    assert concurrent_steps_config(1, "multiprocess") == {}
+    assert concurrent_steps_config(3, "in_process") == concurrent_steps_config(3, "k8s") == {}
+
+
+def test_the_bootstrap_and_the_recalc_sensor_ask_for_their_steps_on_a_2_cpu_host(monkeypatch):
+    # the multiprocess executor's own default is one step per CPU: processes 3 would run 2
+    import dagster as dg
+
+    from pin_chessboard_pipelines.definitions import build_definitions
+    from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, drain_run_config
+    from pin_chessboard_pipelines.defs.talent_import import bootstrap
+    from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB, FullBootstrapConfig
+
+    monkeypatch.setenv("CHESSBOARD_DAGSTER_EXECUTOR", "multiprocess")
+    monkeypatch.setenv("CHESSBOARD_RECALC_DRAINS", "4")
+    defs = build_definitions()
+    imported = bootstrap.import_run_config(FullBootstrapConfig(processes=3))
+    drained = drain_run_config(4, {"until_empty": True})
+    assert imported["execution"] == {"config": {"max_concurrent": 3}}
+    assert drained["execution"] == {"config": {"max_concurrent": 4}}
+    assert dg.validate_run_config(defs.resolve_job_def(IMPORT_JOB), imported)
+    assert dg.validate_run_config(defs.resolve_job_def(JOB_NAME), drained)

@@ -17,6 +17,7 @@ from pydantic import Field
 
 from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.defs.dagster_private import DagsterExecutionInterruptedError
+from pin_chessboard_pipelines.defs.executors import concurrent_steps_config
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import IN_PROGRESS, graceful_interrupts
 from pin_chessboard_pipelines.errors import RECALC_POISON
@@ -137,8 +138,11 @@ def drain_op_names(drains: int) -> list[str]:
 
 
 def drain_run_config(drains: int, config: dict[str, Any]) -> dict[str, Any]:
-    """Run config giving every drain step of the run the same config."""
-    return {"ops": {name: {"config": config} for name in drain_op_names(drains)}}
+    """Run config giving every drain step of the run the same config, all of them at once."""
+    return {
+        "ops": {name: {"config": config} for name in drain_op_names(drains)},
+        **concurrent_steps_config(drains),
+    }
 
 
 def _drain_step(name: str, *, reports_poison: bool) -> dg.OpDefinition:

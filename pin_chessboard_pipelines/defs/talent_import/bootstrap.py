@@ -14,6 +14,7 @@ import logging
 import dagster as dg
 
 from pin_chessboard_pipelines.defs import dagster_private as private
+from pin_chessboard_pipelines.defs.executors import concurrent_steps_config
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import.config import (
     BOOTSTRAP_JOB,
@@ -39,8 +40,11 @@ TRIGGER_TAG = "pin/trigger"
 
 
 def import_run_config(config: FullBootstrapConfig) -> dict:
-    """The launchpad's request as the import job's run config."""
-    return {"resources": {"talent_import": {"config": config.model_dump(exclude_none=True)}}}
+    """The launchpad's request as the import job's run config (its page steps all at once)."""
+    return {
+        "resources": {"talent_import": {"config": config.model_dump(exclude_none=True)}},
+        **concurrent_steps_config(config.processes),
+    }
 
 
 def import_run_tags(job_tags: dict[str, str], partition_keys: list[str], launched_by: str) -> dict[str, str]:
