@@ -1,9 +1,10 @@
 """One import on three OS processes, on the standard deployment (webserver + daemon on the
-project's dagster.yaml, CHESSBOARD_DAGSTER_EXECUTOR=multiprocess), launched through GraphQL as the
-launchpad does: the PropertyObjects pages are claimed by several processes at overlapping times,
-one worker process is SIGKILLed in mid-stage and its page is applied by another process within
-90 s, the run ends SUCCESS with every page Done, the replica equal to the source and nothing
-applied twice; the browser shows the page steps of the run.
+project's dagster.yaml, CHESSBOARD_DAGSTER_EXECUTOR=multiprocess), launched through GraphQL as
+talent_full_bootstrap's launchpad does (`processes: 3`, nothing else): the PropertyObjects pages
+are claimed by the three processes at overlapping times, one worker process is SIGKILLed in
+mid-stage and its page is applied by another process within 90 s, the run ends SUCCESS with every
+page Done, the replica equal to the source and nothing applied twice; the browser shows the page
+steps of the run.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+import yaml
 
-from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB, PARTITIONS
-from pin_chessboard_pipelines.defs.talent_import.partitions import partition_key
+from pin_chessboard_pipelines.defs.talent_import.bootstrap import BOOTSTRAP_OP
+from pin_chessboard_pipelines.defs.talent_import.config import BOOTSTRAP_JOB, IMPORT_JOB
 from pin_chessboard_pipelines.store.engine import get_engine
-from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from tests.faults import invariants
 from tests.support.browser import CHROMIUM, chromium_page
@@ -75,33 +76,33 @@ def _overlapping(pages: list[dict]) -> bool:
 
 
 def test_one_import_on_three_processes_survives_a_killed_worker(stack: DagsterStack, kafka_bootstrap):
-    developers = [
-        partition_key(dataset.entity_id(SPEC, "developers", i), dataset.item(SPEC, "developers", i)["name"])
-        for i in range(SPEC.developers)
-    ]
-    with stack.instance() as instance:
-        instance.add_dynamic_partitions(PARTITIONS, developers)
-    run_id = stack.graphql.launch_job(
-        IMPORT_JOB,
+    # the operator's way: talent_full_bootstrap's launchpad with `processes: 3`, nothing about the
+    # executor (it asks the multiprocess executor for the 3 page steps at once; its default is 2)
+    bootstrap_id = stack.graphql.launch_job(
+        BOOTSTRAP_JOB,
         run_config={
-            # max_concurrent: the multiprocess executor runs as many steps at once as CPUs by default
-            "execution": {"config": {"max_concurrent": PROCESSES + 1}},
-            "resources": {
-                "talent_import": {"config": {"processes": PROCESSES, "workers": 1, "page_size": 3}}
-            },
-        },
-        tags={
-            "dagster/asset_partition_range_start": developers[0],
-            "dagster/asset_partition_range_end": developers[-1],
+            "ops": {BOOTSTRAP_OP: {"config": {"processes": PROCESSES, "workers": 1, "page_size": 3}}}
         },
     )
+    bootstrap = stack.graphql.wait_for_run(bootstrap_id, timeout=240)
+    assert bootstrap["status"] == "SUCCESS", stack.log_tail()
+    [launched] = stack.graphql.runs(tags={"pin/launched-by": bootstrap_id})
+    run_id = launched["runId"]
+    assert launched["jobName"] == IMPORT_JOB
+    data = stack.graphql.query(
+        "query R($id: ID!) { runOrError(runId: $id) { ... on Run { runConfigYaml } } }", {"id": run_id}
+    )
+    assert yaml.safe_load(data["runOrError"]["runConfigYaml"])["execution"] == {
+        "config": {"max_concurrent": PROCESSES}
+    }
 
     def a_live_claim() -> dict | None:
-        """A PropertyObjects page in progress while two processes claim pages of the stage."""
+        """A PropertyObjects page in progress once each of the three processes claimed pages of the
+        stage (they work at once: one step per CPU would start the third when the stage is over)."""
         pages = _pages(stack.chessboard_url)
         if (
             sum(p["status"] == "Done" for p in pages) < 3
-            or len({p["claimed_by"] for p in pages} - {None}) < 2
+            or len({p["claimed_by"] for p in pages} - {None}) < PROCESSES
         ):
             return None
         return next((p for p in pages if p["status"] == "InProgress" and p["claimed_by"]), None)
