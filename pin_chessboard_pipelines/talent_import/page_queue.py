@@ -14,13 +14,9 @@ from sqlalchemy.engine import Connection
 
 from pin_chessboard_pipelines.entities import DEVELOPER, pin_id
 from pin_chessboard_pipelines.replica.apply import ApplyResult
-from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.talent_import.request import PageStatus, Scope
 from pin_chessboard_pipelines.talent_import.runs import Row
-
-
-def _q(name: str):
-    return queries("talent_import")[name]
+from pin_chessboard_pipelines.talent_import.runs import statement as _q
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,12 @@ from pin_chessboard_pipelines.talent_import.result import (
 Row = RowMapping
 
 
-def _q(name: str):
+def statement(name: str):
+    """A statement of store/sql/talent_import.sql, by its `-- name:`."""
     return queries("talent_import")[name]
+
+
+_q = statement
 
 
 @dataclass(frozen=True)
