@@ -168,8 +168,7 @@ def end_gone_run(
     conn: Connection, run_id: uuid.UUID, error: str, debounce_seconds: float, cap_seconds: float
 ) -> Row | None:
     """A Running run whose processes are gone: Failed, its held recalc requests due (one per project)."""
-    release_import_requests(conn, run_id, debounce_seconds=debounce_seconds, cap_seconds=cap_seconds)
-    return end_running_run(conn, run_id, RunStatus.FAILED, error)
+    return _end_releasing_requests(conn, run_id, RunStatus.FAILED, error, debounce_seconds, cap_seconds)
 
 
 def end_run_of_dagster_run(
@@ -187,8 +186,20 @@ def end_run_of_dagster_run(
     run = run_of_dagster_run(conn, dagster_run_id)
     if run is None or run["status"] != RunStatus.RUNNING.value:
         return None
-    release_import_requests(conn, run["id"], debounce_seconds=debounce_seconds, cap_seconds=cap_seconds)
-    return end_running_run(conn, run["id"], status, error)
+    return _end_releasing_requests(conn, run["id"], status, error, debounce_seconds, cap_seconds)
+
+
+def _end_releasing_requests(
+    conn: Connection,
+    run_id: uuid.UUID,
+    status: RunStatus,
+    error: str,
+    debounce_seconds: float,
+    cap_seconds: float,
+) -> Row | None:
+    """A Running run ended `status` by someone other than its own steps, its held recalc requests due."""
+    release_import_requests(conn, run_id, debounce_seconds=debounce_seconds, cap_seconds=cap_seconds)
+    return end_running_run(conn, run_id, status, error)
 
 
 def end_running_run(
