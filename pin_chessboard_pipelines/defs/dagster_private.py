@@ -10,6 +10,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
 )
 from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
+from dagster._core.definitions.executor_definition import MULTI_PROC_CONFIG
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from dagster._core.errors import DagsterExecutionInterruptedError
@@ -37,6 +38,7 @@ __all__ = [
     "DagsterExecutionInterruptedError",
     "JobPythonOrigin",
     "LoadableTargetOrigin",
+    "MULTI_PROC_CONFIG",
     "ManagedGrpcPythonEnvCodeLocationOrigin",
     "ReconstructableRepository",
     "RemoteJobOrigin",

@@ -3,7 +3,10 @@ definitions load (docs/deployment.md#executors): Dagster's own executors, config
 
 - `in_process`: every step in the run's process, one after another.
 - `multiprocess`: every step in its own OS process (`execution: config: max_concurrent: N` in the
-  run config; Dagster's default is the number of CPUs).
+  run config; Dagster's default is the number of CPUs). The processes start from a forkserver that
+  imported the definitions once per run, not by `spawn` (Dagster's default), which imports them
+  again in every step (benchmarks/step_start_bench.py); `start_method: spawn: {}` in the run
+  config brings `spawn` back.
 - `k8s`: dagster-k8s's `k8s_job_executor`, one Kubernetes Job per step (the extra `[k8s]`);
   `execution: config:` takes its `job_namespace`, `env_secrets`, `step_k8s_config`, ...
 """
@@ -14,6 +17,7 @@ from typing import Any
 
 import dagster as dg
 
+from pin_chessboard_pipelines.defs import dagster_private as private
 from pin_chessboard_pipelines.errors import ConfigError
 from pin_chessboard_pipelines.settings import DAGSTER_EXECUTORS, load_dagster_executor
 
@@ -27,7 +31,7 @@ def build_executor(name: str | None = None) -> dg.ExecutorDefinition:
     if name == "in_process":
         return dg.in_process_executor
     if name == "multiprocess":
-        return dg.multiprocess_executor
+        return MULTIPROCESS_EXECUTOR
     if name == "k8s":
         try:
             from dagster_k8s import k8s_job_executor  # the extra [k8s]: not needed elsewhere
@@ -36,6 +40,19 @@ def build_executor(name: str | None = None) -> dg.ExecutorDefinition:
         return k8s_job_executor
     expected = " | ".join(DAGSTER_EXECUTORS)
     raise ConfigError(f"CHESSBOARD_DAGSTER_EXECUTOR={name!r} is invalid: expected {expected}")
+
+
+def forkserver_by_default(config: dict[str, Any]) -> dict[str, Any]:
+    """The multiprocess executor's config with `start_method: forkserver` unless the run config
+    chose one. The forkserver preloads the job's module (the definitions), so a step process starts
+    with it imported."""
+    return config if config.get("start_method") else {**config, "start_method": {"forkserver": {}}}
+
+
+# Dagster's multiprocess executor, same name and run config, forkserver by default
+MULTIPROCESS_EXECUTOR = dg.multiprocess_executor.configured(
+    forkserver_by_default, config_schema=private.MULTI_PROC_CONFIG
+)
 
 
 def concurrent_steps_config(steps: int, name: str | None = None) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from collections import Counter
 import dagster as dg
 import sqlalchemy as sa
 
+from pin_chessboard_pipelines.defs.executors import MULTIPROCESS_EXECUTOR
 from pin_chessboard_pipelines.defs.recalc.definitions import drain_op_names, drain_run_config, recalc_job
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.entities import PROJECT
@@ -24,7 +25,7 @@ PROJECTS = 1500
 def two_drains() -> dg.JobDefinition:
     """The job as a step process rebuilds it (the store's URL from CHESSBOARD_DATABASE_URL)."""
     return recalc_job(2, resource_defs={"chessboard": ChessboardResource()}).with_executor_def(
-        dg.multiprocess_executor
+        MULTIPROCESS_EXECUTOR
     )
 
 

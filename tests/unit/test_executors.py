@@ -9,9 +9,16 @@ import os
 import subprocess
 import sys
 
+import dagster as dg
 import pytest
 
-from pin_chessboard_pipelines.defs.executors import K8S_EXTRA_MISSING, build_executor, concurrent_steps_config
+from pin_chessboard_pipelines.defs.executors import (
+    K8S_EXTRA_MISSING,
+    MULTIPROCESS_EXECUTOR,
+    build_executor,
+    concurrent_steps_config,
+    forkserver_by_default,
+)
 from pin_chessboard_pipelines.errors import ConfigError
 
 # the jobs that follow the variable, and those that stay in process whatever it says
@@ -92,7 +99,6 @@ def test_a_multiprocess_run_starts_all_its_page_steps_or_drains_at_once():
 
 def test_the_bootstrap_and_the_recalc_sensor_ask_for_their_steps_on_a_2_cpu_host(monkeypatch):
     # the multiprocess executor's own default is one step per CPU: processes 3 would run 2
-    import dagster as dg
 
     from pin_chessboard_pipelines.definitions import build_definitions
     from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, drain_run_config
@@ -108,3 +114,35 @@ def test_the_bootstrap_and_the_recalc_sensor_ask_for_their_steps_on_a_2_cpu_host
     assert drained["execution"] == {"config": {"max_concurrent": 4}}
     assert dg.validate_run_config(defs.resolve_job_def(IMPORT_JOB), imported)
     assert dg.validate_run_config(defs.resolve_job_def(JOB_NAME), drained)
+
+
+@dg.op
+def parent_pid() -> int:
+    return os.getppid()
+
+
+@dg.job(executor_def=MULTIPROCESS_EXECUTOR)
+def parent_pid_job() -> None:
+    parent_pid()
+
+
+def test_multiprocess_steps_start_from_a_forkserver_unless_the_run_config_says_spawn(tmp_path):
+    assert forkserver_by_default({"max_concurrent": 3}) == {
+        "max_concurrent": 3,
+        "start_method": {"forkserver": {}},
+    }
+    spawn = {"max_concurrent": 3, "start_method": {"spawn": {}}}
+    assert forkserver_by_default(spawn) == spawn
+    parents = {}
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        for name, config in {"default": {}, "spawn": {"start_method": {"spawn": {}}}}.items():
+            with dg.execute_job(
+                dg.reconstructable(parent_pid_job),
+                instance=instance,
+                run_config={"execution": {"config": config}},
+            ) as result:
+                assert result.success
+                parents[name] = result.output_for_node("parent_pid")
+    # spawn: the step is a child of the run's process (this one); forkserver: of the forkserver
+    assert parents["spawn"] == os.getpid()
+    assert parents["default"] != os.getpid()
