@@ -1,5 +1,8 @@
 import os
 import tempfile
+from collections.abc import Iterator
+
+import pytest
 
 # Tests never touch the developer's local state (.state/): metrics files and the Dagster home go
 # to a temporary folder. Set before any project module is imported.
@@ -14,3 +17,15 @@ pytest_plugins = [
     "tests.support.talent_sim",
     "tests.support.dagster_stack",
 ]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_forkserver() -> Iterator[None]:
+    """A test that runs the multiprocess executor in this process starts multiprocessing's
+    forkserver, and the forkserver's step processes keep ITS environment (the test's database URL,
+    DAGSTER_HOME): stopped after each test, the next test's steps get the next test's. A run worker
+    or a command is one process per run, so the product never needs this."""
+    yield
+    from multiprocessing import forkserver
+
+    forkserver._forkserver._stop()  # the stdlib's own stop "used by unit tests"

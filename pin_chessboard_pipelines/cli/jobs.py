@@ -34,23 +34,37 @@ def run_job(
     op_config: dict[str, Any],
     settings: Settings | None = None,
 ) -> int:
-    """Runs the job in process on the instance; prints one JSON line {runId, status, **summary}
-    (the op's `summary` metadata, or the error of its failure) and returns the exit code.
-    Several op names: each gets `op_config`, the summary is theirs merged (`merge_summaries`)."""
+    """Runs the job on the instance with the job's executor; prints one JSON line
+    {runId, status, **summary} (the op's `summary` metadata, or the error of its failure) and
+    returns the exit code. Several op names: each gets `op_config`, all of them at once, and the
+    summary is theirs merged (`merge_summaries`).
+
+    A job on the in-process executor runs in this process; any other (the recalc drains and the
+    audit under CHESSBOARD_DAGSTER_EXECUTOR=multiprocess) runs as the UI would launch it, its steps
+    in processes of their own (`execute_as_launched`)."""
     import dagster as dg
+
+    from pin_chessboard_pipelines.defs.executors import concurrent_steps_config
 
     names = [op_name] if isinstance(op_name, str) else list(op_name)
     prepare_dagster_home(settings or load_settings())
     from pin_chessboard_pipelines.definitions import build_definitions
 
-    job = with_one_line_console(build_definitions().resolve_job_def(job_name))
+    job = build_definitions().resolve_job_def(job_name)
+    run_config = {**CONSOLE_LOGGER, "ops": {name: {"config": op_config} for name in names}}
+    tags = {"pin/trigger": "cli"}
     with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(
-            instance=instance,
-            run_config={**CONSOLE_LOGGER, "ops": {name: {"config": op_config} for name in names}},
-            tags={"pin/trigger": "cli"},
-            raise_on_error=False,
-        )
+        if job.executor_def.name == dg.in_process_executor.name:
+            result = with_one_line_console(job).execute_in_process(
+                instance=instance, run_config=run_config, tags=tags, raise_on_error=False
+            )
+        else:
+            result = execute_as_launched(
+                instance,
+                job_name,
+                run_config={**run_config, **concurrent_steps_config(len(names), job.executor_def.name)},
+                tags=tags,
+            )
         summary = merge_summaries([op_summary(result, name) for name in names])
     status = "Completed" if result.success else "Failed"
     print(json.dumps({"runId": result.run_id, "status": status, **summary}, ensure_ascii=False, default=str))

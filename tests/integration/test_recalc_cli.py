@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 
 import dagster as dg
@@ -108,6 +111,39 @@ def test_drain_runs_the_job_through_the_instance(cli_env, engine, capsys):
         .out.strip()
         .endswith("0 divergence(s) in all live projects; 0 pending in 0 queued project(s)")
     )
+
+
+def test_drain_on_the_multiprocess_executor_runs_each_drain_in_a_process_of_its_own(cli_env, engine):
+    # a command of its own: the definitions load once per process, with the variables it starts with
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        for _ in range(6):
+            b.request(standard_project(b))
+    env = {**os.environ, "CHESSBOARD_DAGSTER_EXECUTOR": "multiprocess", "CHESSBOARD_RECALC_DRAINS": "2"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pin_chessboard_pipelines.cli", "recalc", "drain", "--until-empty"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = _last_json(done.stdout)
+    assert summary["status"] == "Completed"
+    assert summary["recalculated"] == 6  # the two drains' figures merged: each project once
+    with engine.connect() as conn:
+        assert queue(conn) == {}
+    with dg.DagsterInstance.get() as instance:
+        run = instance.get_run_by_id(summary["runId"])
+        assert run is not None and run.run_config["execution"] == {"config": {"max_concurrent": 2}}
+        starts = [
+            record.dagster_event
+            for record in instance.all_logs(summary["runId"])
+            if record.dagster_event is not None and record.dagster_event.is_step_start
+        ]
+    assert sorted(e.step_key for e in starts) == ["drain_0", "drain_1"]
+    pids = {e.pid for e in starts}
+    assert len(pids) == 2 and os.getpid() not in pids  # two processes, neither this one
 
 
 def test_status_waits_while_the_queue_drains(cli_env, engine, capsys):
