@@ -15,7 +15,6 @@ pytest_plugins = [
     "tests.support.postgres",
     "tests.support.kafka",
     "tests.support.talent_sim",
-    "tests.support.dagster_stack",
 ]
 
 

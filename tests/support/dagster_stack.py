@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import pytest
 import requests
 
 from pin_chessboard_pipelines.runtime.embedded import admin_execute, free_port
@@ -486,23 +485,6 @@ def _wait_ready(stack: DagsterStack, timeout: float) -> None:
     raise AssertionError(
         f"the Dagster stack is not ready after {timeout:.0f}s ({last_error})\n{stack.log_tail()}"
     )
-
-
-@pytest.fixture(scope="session")
-def dagster_stack(pg_server_url: str, pg_template_url: str, kafka_bootstrap: str) -> Iterator[DagsterStack]:
-    """One webserver + daemon for the session, with a tiny Talent simulator (DatasetSpec())."""
-    from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
-    from pin_chessboard_pipelines.talent.simulator.server import SimulatorServer
-
-    template_db = urlsplit(pg_template_url).path.lstrip("/")
-    simulator = SimulatorServer(DatasetSpec()).start()
-    try:
-        with start_dagster_stack(
-            pg_server_url, template_db, kafka_bootstrap=kafka_bootstrap, talent_api_url=simulator.url
-        ) as stack:
-            yield stack
-    finally:
-        simulator.stop()
 
 
 @contextlib.contextmanager
