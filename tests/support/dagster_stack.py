@@ -8,9 +8,10 @@ plus a small GraphQL client for the webserver.
         run = dagster_stack.graphql.wait_for_run(run_id)
         assert run["status"] == "SUCCESS"
 
-The stack is session-scoped: its chessboard database is shared by every test that uses it, so a test
-creates rows of its own and does not expect empty tables. `start_dagster_stack(...)` starts another
-one (other environment) as a context manager. The URLs are given in their bare `postgresql://` form,
+The `dagster_stack` fixture (tests/e2e/conftest.py) lives as long as the e2e package: its chessboard
+database is shared by every test that uses it, so a test creates rows of its own and does not expect
+empty tables. `stack_with_simulator(...)` and `start_dagster_stack(...)` start another one (other
+dataset, other environment) as a context manager. The URLs are given in their bare `postgresql://` form,
 as an operator would write them.
 """
 
