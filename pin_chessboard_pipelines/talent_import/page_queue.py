@@ -15,8 +15,7 @@ from sqlalchemy.engine import Connection
 from pin_chessboard_pipelines.entities import DEVELOPER, pin_id
 from pin_chessboard_pipelines.replica.apply import ApplyResult
 from pin_chessboard_pipelines.talent_import.request import PageStatus, Scope
-from pin_chessboard_pipelines.talent_import.runs import Row
-from pin_chessboard_pipelines.talent_import.runs import statement as _q
+from pin_chessboard_pipelines.talent_import.runs import Row, statement
 
 
 @dataclass(frozen=True)
@@ -31,7 +30,7 @@ class ClaimedPage:
 
 def last_planned_page(conn: Connection, run_id: uuid.UUID, stage: str, scope: str) -> Row | None:
     return (
-        conn.execute(_q("last_planned_page"), {"run_id": run_id, "stage": stage, "scope": scope})
+        conn.execute(statement("last_planned_page"), {"run_id": run_id, "stage": stage, "scope": scope})
         .mappings()
         .first()
     )
@@ -50,7 +49,7 @@ def insert_page(
 ) -> int | None:
     """A Pending page; None when the page was recorded already."""
     return conn.execute(
-        _q("insert_page"),
+        statement("insert_page"),
         {
             "run_id": run_id,
             "stage": stage,
@@ -79,7 +78,7 @@ def claim_page(
     token = uuid.uuid4()
     row = (
         conn.execute(
-            _q("claim_page"),
+            statement("claim_page"),
             {
                 "run_id": run_id,
                 "stage": stage,
@@ -99,17 +98,17 @@ def claim_page(
 
 def claimed_pages(conn: Connection, page_ids: list[int]) -> set[int]:
     """Those of `page_ids` that are no longer Pending."""
-    return set(conn.execute(_q("claimed_pages"), {"page_ids": page_ids}).scalars())
+    return set(conn.execute(statement("claimed_pages"), {"page_ids": page_ids}).scalars())
 
 
 def hold_claimed_page(conn: Connection, page: ClaimedPage) -> bool:
-    held = conn.execute(_q("hold_claimed_page"), {"page_id": page.id, "claim_token": page.claim_token})
+    held = conn.execute(statement("hold_claimed_page"), {"page_id": page.id, "claim_token": page.claim_token})
     return held.first() is not None
 
 
 def complete_page(conn: Connection, page: ClaimedPage, planned: int, result: ApplyResult) -> None:
     conn.execute(
-        _q("complete_page"),
+        statement("complete_page"),
         {
             "page_id": page.id,
             "planned": planned,
@@ -133,7 +132,7 @@ def record_page_failure(
 ) -> int | None:
     """attempts after this failure; None when the claim was lost meanwhile."""
     return conn.execute(
-        _q("record_page_failure"),
+        statement("record_page_failure"),
         {
             "page_id": page.id,
             "claim_token": page.claim_token,
@@ -147,10 +146,10 @@ def record_page_failure(
 def page_cursors(conn: Connection, run_id: uuid.UUID) -> dict[str, list[str]]:
     """Stage -> the cursors of the run's pages (TopicReplay: where each page's partition range is)."""
     cursors: dict[str, list[str]] = {}
-    for stage, cursor in conn.execute(_q("page_cursors"), {"run_id": run_id}):
+    for stage, cursor in conn.execute(statement("page_cursors"), {"run_id": run_id}):
         cursors.setdefault(stage, []).append(cursor)
     return cursors
 
 
 def release_page(conn: Connection, page: ClaimedPage) -> None:
-    conn.execute(_q("release_page"), {"page_id": page.id, "claim_token": page.claim_token})
+    conn.execute(statement("release_page"), {"page_id": page.id, "claim_token": page.claim_token})

@@ -35,9 +35,6 @@ def statement(name: str):
     return queries("talent_import")[name]
 
 
-_q = statement
-
-
 @dataclass(frozen=True)
 class StageState:
     pages: int
@@ -87,7 +84,7 @@ def start_or_resume_run(
     """
     resumable: Row | None = None
     params = {"alive_seconds": float(alive_seconds), "lock_free": True}  # the caller holds the lock
-    running = conn.execute(_q("running_runs"), params).mappings().all()
+    running = conn.execute(statement("running_runs"), params).mappings().all()
     for run in running:
         if run["alive"] and run["correlation_id"] != request.correlation_id:
             raise RunAlive(run)
@@ -108,7 +105,7 @@ def start_or_resume_run(
         return _resume(conn, resumable, dagster_run_id), True
     row = (
         conn.execute(
-            _q("insert_run"),
+            statement("insert_run"),
             {
                 "id": uuid.uuid4(),
                 "mode": request.mode.value,
@@ -130,7 +127,7 @@ def start_or_resume_run(
 def _ended_run_to_resume(conn: Connection, request: TalentInitialImportRequest) -> Row | None:
     """A Failed or Cancelled run of the same request: this correlation id's, else the latest run."""
     for name in ("latest_run_of_correlation", "latest_run"):
-        earlier = conn.execute(_q(name), {"correlation_id": request.correlation_id}).mappings().first()
+        earlier = conn.execute(statement(name), {"correlation_id": request.correlation_id}).mappings().first()
         if (
             earlier is not None
             and earlier["status"] in (RunStatus.FAILED.value, RunStatus.CANCELLED.value)
@@ -144,21 +141,21 @@ def _resume(conn: Connection, run: Row, dagster_run_id: str | None) -> Row:
     """Running again: its unfinished pages Pending (a DryRun walks again from the start, with an
     empty view), the Dagster run that works on it now."""
     if run["dry_run"]:
-        conn.execute(_q("delete_dry_run_states"), {"run_id": run["id"]})
-        conn.execute(_q("delete_pages"), {"run_id": run["id"]})
+        conn.execute(statement("delete_dry_run_states"), {"run_id": run["id"]})
+        conn.execute(statement("delete_pages"), {"run_id": run["id"]})
     else:
-        conn.execute(_q("reopen_pages"), {"run_id": run["id"]})
+        conn.execute(statement("reopen_pages"), {"run_id": run["id"]})
     return (
-        conn.execute(_q("resume_run"), {"run_id": run["id"], "dagster_run_id": dagster_run_id})
+        conn.execute(statement("resume_run"), {"run_id": run["id"], "dagster_run_id": dagster_run_id})
         .mappings()
         .one()
     )
 
 
 def finish_run(conn: Connection, run_id: uuid.UUID, status: RunStatus, error: str | None = None) -> Row:
-    conn.execute(_q("sum_stage_counters"), {"run_id": run_id})
+    conn.execute(statement("sum_stage_counters"), {"run_id": run_id})
     return (
-        conn.execute(_q("finish_run"), {"run_id": run_id, "status": status.value, "error": error})
+        conn.execute(statement("finish_run"), {"run_id": run_id, "status": status.value, "error": error})
         .mappings()
         .one()
     )
@@ -206,9 +203,9 @@ def end_running_run(
     conn: Connection, run_id: uuid.UUID, status: RunStatus, error: str | None = None
 ) -> Row | None:
     """Ends the run if it still runs (None: another process ended it first)."""
-    conn.execute(_q("sum_stage_counters"), {"run_id": run_id})
+    conn.execute(statement("sum_stage_counters"), {"run_id": run_id})
     return (
-        conn.execute(_q("end_running_run"), {"run_id": run_id, "status": status.value, "error": error})
+        conn.execute(statement("end_running_run"), {"run_id": run_id, "status": status.value, "error": error})
         .mappings()
         .first()
     )
@@ -218,19 +215,21 @@ def heartbeat(conn: Connection, run_id: uuid.UUID, claimed_by: str, page_ids: li
     """Renews the run's heartbeat and those of `page_ids` (pages this process works on); returns the
     run's status (None: no such run)."""
     if page_ids:
-        conn.execute(_q("heartbeat_pages"), {"page_ids": page_ids, "claimed_by": claimed_by})
-    return conn.execute(_q("heartbeat_run"), {"run_id": run_id}).scalar()
+        conn.execute(statement("heartbeat_pages"), {"page_ids": page_ids, "claimed_by": claimed_by})
+    return conn.execute(statement("heartbeat_run"), {"run_id": run_id}).scalar()
 
 
 def save_dry_run_state(conn: Connection, run_id: uuid.UUID, stage: str, state: dict) -> None:
-    conn.execute(_q("save_dry_run_state"), {"run_id": run_id, "stage": stage, "state": json.dumps(state)})
+    conn.execute(
+        statement("save_dry_run_state"), {"run_id": run_id, "stage": stage, "state": json.dumps(state)}
+    )
 
 
 def latest_dry_run_state(conn: Connection, run_id: uuid.UUID) -> DryRunState | None:
     """The DryRun's view after its latest stage (each stage saves the whole view), None before any."""
     states = {
         row["stage"]: row["state"]
-        for row in conn.execute(_q("dry_run_states"), {"run_id": run_id}).mappings()
+        for row in conn.execute(statement("dry_run_states"), {"run_id": run_id}).mappings()
     }
     latest = [stage.stage for stage in ENTITIES if stage.stage in states]
     return DryRunState.from_json(states[latest[-1]]) if latest else None
@@ -253,7 +252,9 @@ class StageFigures:
 
 def stage_figures(conn: Connection, run_id: uuid.UUID, stage: str, since: datetime) -> StageFigures:
     row = (
-        conn.execute(_q("stage_figures"), {"run_id": run_id, "stage": stage, "since": since}).mappings().one()
+        conn.execute(statement("stage_figures"), {"run_id": run_id, "stage": stage, "since": since})
+        .mappings()
+        .one()
     )
     return StageFigures(
         int(row["pages"]),
@@ -265,24 +266,24 @@ def stage_figures(conn: Connection, run_id: uuid.UUID, stage: str, since: dateti
 
 
 def sum_stage_counters(conn: Connection, run_id: uuid.UUID) -> dict[str, StageCounters]:
-    counters = conn.execute(_q("sum_stage_counters"), {"run_id": run_id}).scalar_one()
+    counters = conn.execute(statement("sum_stage_counters"), {"run_id": run_id}).scalar_one()
     return stages_from_mapping(counters)
 
 
 def previous_stage_planned(conn: Connection, run_id: uuid.UUID, stage: str) -> int | None:
     """Items the latest Completed run of the same scopes and mode read in `stage` (None: no such run)."""
-    planned = conn.execute(_q("previous_stage_planned"), {"run_id": run_id, "stage": stage}).scalar()
+    planned = conn.execute(statement("previous_stage_planned"), {"run_id": run_id, "stage": stage}).scalar()
     return None if planned is None else int(planned)
 
 
 def developer_names(conn: Connection, talent_ids: list[str]) -> dict[str, str]:
     """Talent developer id -> the replica's name of the developer (those in the replica)."""
-    rows = conn.execute(_q("developer_names"), {"talent_ids": talent_ids})
+    rows = conn.execute(statement("developer_names"), {"talent_ids": talent_ids})
     return {talent_id: name for talent_id, name in rows}
 
 
 def get_run(conn: Connection, run_id: uuid.UUID) -> Row | None:
-    return conn.execute(_q("run_by_id"), {"run_id": run_id}).mappings().first()
+    return conn.execute(statement("run_by_id"), {"run_id": run_id}).mappings().first()
 
 
 def result_of(run: Row) -> TalentInitialImportResult:
@@ -302,7 +303,7 @@ def result_of(run: Row) -> TalentInitialImportResult:
 def stage_tenant_counters(conn: Connection, run_id: uuid.UUID, stage: str) -> dict[str, StageCounters]:
     """Developer PIN id ("" = unknown) -> its applied / skipped / failed of the stage (planned = their
     sum: the items of that developer read from the source)."""
-    rows = conn.execute(_q("stage_tenant_counters"), {"run_id": run_id, "stage": stage}).mappings()
+    rows = conn.execute(statement("stage_tenant_counters"), {"run_id": run_id, "stage": stage}).mappings()
     return {
         row["tenant"]: StageCounters(
             planned=int(row["applied"] + row["skipped"] + row["failed"]),
@@ -315,7 +316,7 @@ def stage_tenant_counters(conn: Connection, run_id: uuid.UUID, stage: str) -> di
 
 
 def stage_state(conn: Connection, run_id: uuid.UUID, stage: str) -> StageState:
-    row = conn.execute(_q("stage_state"), {"run_id": run_id, "stage": stage}).mappings().one()
+    row = conn.execute(statement("stage_state"), {"run_id": run_id, "stage": stage}).mappings().one()
     return StageState(
         pages=row["pages"],
         done=row["done"],
@@ -326,38 +327,47 @@ def stage_state(conn: Connection, run_id: uuid.UUID, stage: str) -> StageState:
 
 
 def progress(conn: Connection, run_id: uuid.UUID) -> dict[str, Row]:
-    return {row["stage"]: row for row in conn.execute(_q("progress"), {"run_id": run_id}).mappings().all()}
+    return {
+        row["stage"]: row for row in conn.execute(statement("progress"), {"run_id": run_id}).mappings().all()
+    }
 
 
 def stuck_runs(conn: Connection, stuck_seconds: float) -> list[Row]:
-    return list(conn.execute(_q("stuck_runs"), {"stuck_seconds": float(stuck_seconds)}).mappings().all())
+    return list(
+        conn.execute(statement("stuck_runs"), {"stuck_seconds": float(stuck_seconds)}).mappings().all()
+    )
 
 
 def failed_items_of_run(conn: Connection, run_id: uuid.UUID) -> list[Row]:
-    return list(conn.execute(_q("failed_items_of_run"), {"run_id": run_id}).mappings().all())
+    return list(conn.execute(statement("failed_items_of_run"), {"run_id": run_id}).mappings().all())
 
 
 def running_correlation_ids(conn: Connection, alive_seconds: float, *, lock_free: bool) -> dict[str, bool]:
     """Correlation id -> alive, of the Running runs (see running_runs)."""
     params = {"alive_seconds": float(alive_seconds), "lock_free": lock_free}
     return {
-        row["correlation_id"]: row["alive"] for row in conn.execute(_q("running_runs"), params).mappings()
+        row["correlation_id"]: row["alive"]
+        for row in conn.execute(statement("running_runs"), params).mappings()
     }
 
 
 def mark_lock_held(conn: Connection, run_id: uuid.UUID, lock_held: bool) -> None:
-    conn.execute(_q("mark_lock_held"), {"run_id": run_id, "lock_held": lock_held})
+    conn.execute(statement("mark_lock_held"), {"run_id": run_id, "lock_held": lock_held})
 
 
 def run_of_dagster_run(conn: Connection, dagster_run_id: str) -> Row | None:
-    return conn.execute(_q("run_of_dagster_run"), {"dagster_run_id": dagster_run_id}).mappings().first()
+    return (
+        conn.execute(statement("run_of_dagster_run"), {"dagster_run_id": dagster_run_id}).mappings().first()
+    )
 
 
 def latest_run_of_correlation(conn: Connection, correlation_id: str) -> Row | None:
     return (
-        conn.execute(_q("latest_run_of_correlation"), {"correlation_id": correlation_id}).mappings().first()
+        conn.execute(statement("latest_run_of_correlation"), {"correlation_id": correlation_id})
+        .mappings()
+        .first()
     )
 
 
 def latest_finished_run(conn: Connection) -> Row | None:
-    return conn.execute(_q("latest_finished_run")).mappings().first()
+    return conn.execute(statement("latest_finished_run")).mappings().first()

@@ -99,7 +99,6 @@ def test_a_multiprocess_run_starts_all_its_page_steps_or_drains_at_once():
 
 def test_the_bootstrap_and_the_recalc_sensor_ask_for_their_steps_on_a_2_cpu_host(monkeypatch):
     # the multiprocess executor's own default is one step per CPU: processes 3 would run 2
-
     from pin_chessboard_pipelines.definitions import build_definitions
     from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, drain_run_config
     from pin_chessboard_pipelines.defs.talent_import import bootstrap
