@@ -66,7 +66,17 @@ def type_launchpad_config(page: Any, url: str, config: str) -> None:
     page.goto(url)
     editor = page.locator(".CodeMirror").first
     editor.wait_for()
-    editor.click()
-    page.keyboard.press("Control+A")
-    page.keyboard.press("Delete")
-    page.keyboard.insert_text(config)
+    first = config.splitlines()[0].strip()
+    for _ in range(3):
+        # keys are no locator action: a newsletter prompt that shows up while they are typed takes
+        # them, and only the next locator action (the click, the read below) dismisses it
+        editor.click()
+        page.keyboard.press("Control+A")
+        page.keyboard.press("Delete")
+        page.keyboard.insert_text(config)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if first in editor.inner_text():
+                return
+            time.sleep(0.2)
+    raise AssertionError(f"the launchpad's editor did not take the config (first line {first!r})")
