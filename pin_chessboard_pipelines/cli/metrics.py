@@ -26,6 +26,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from pin_chessboard_pipelines.observability import multiprocess
     from pin_chessboard_pipelines.observability.exporter import build_registry
+    from pin_chessboard_pipelines.recalc.queue import IMPORT_RUN_ALIVE_SECONDS
     from pin_chessboard_pipelines.runtime.services import database_url
     from pin_chessboard_pipelines.settings import load_settings
     from pin_chessboard_pipelines.store.gauges import read_store_gauges
@@ -34,7 +35,11 @@ def _serve(args: argparse.Namespace) -> int:
     settings = load_settings()
     folder = settings.metrics_dir
     read = partial(
-        read_store_gauges, database_url(settings), settings.recalc_poison_attempts, IMPORT_LOCK.key
+        read_store_gauges,
+        database_url(settings),
+        settings.recalc_poison_attempts,
+        IMPORT_LOCK.key,
+        IMPORT_RUN_ALIVE_SECONDS,
     )
     registry = build_registry(folder, read)
     server, thread = start_http_server(args.port, addr=args.host, registry=registry)

@@ -49,7 +49,7 @@ from pin_chessboard_pipelines.observability.metrics import (
     HANDBOOK_REPUBLISHED,
     HANDBOOK_SYNC_LAG,
     HANDBOOK_SYNC_MESSAGES,
-    IMPORT_FAILED_ITEMS,
+    count_quarantined,
 )
 from pin_chessboard_pipelines.retry import FailureStreak, Stopper, StopReason, wait_after_failure
 from pin_chessboard_pipelines.store.handbook import HANDBOOK_CONSUMER_GROUP, HANDBOOK_TOPICS
@@ -184,7 +184,7 @@ class HandbookSync(BatchConsumer[HandbookSyncResult]):
         result.created += applied.created
         result.longest_transaction_seconds = max(result.longest_transaction_seconds, seconds)
         result.handbook_transaction_seconds = max(result.handbook_transaction_seconds, seconds)
-        IMPORT_FAILED_ITEMS.inc(applied.failed)
+        count_quarantined("handbook-sync", applied.failed)
         for kind in Kind:  # the older values of an id in the batch count as skipped
             counts = dict((applied.by_topic or {}).get(kind.topic, {"applied": 0, "skipped": 0}))
             counts["skipped"] += sum(1 for v in values if v.kind is kind) - sum(

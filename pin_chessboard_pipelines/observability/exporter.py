@@ -37,9 +37,16 @@ class StoreGauge:
 STORE_GAUGES: tuple[StoreGauge, ...] = (
     StoreGauge(
         "chessboard_import_running",
-        "1 while a talent initial import runs: a Running run whose process holds the import lock",
+        "1 while a talent initial import runs: a Running run with a heartbeat of its processes "
+        "within the 90-second rule (whoever launched it, whatever the executor)",
         "metrics",
         "import_running",
+    ),
+    StoreGauge(
+        "chessboard_import_processes",
+        "Processes (host:pid) renewing the claim of an import page right now",
+        "metrics",
+        "import_processes",
     ),
     StoreGauge(
         "chessboard_import_throughput_items_per_sec",
@@ -68,7 +75,8 @@ STORE_GAUGES: tuple[StoreGauge, ...] = (
     ),
     StoreGauge(
         "chessboard_recalc_held_rows",
-        "Recalc rows held by a Running import run (not in the due backlog until the run ends)",
+        "Recalc rows held by a live Running import run (not in the due backlog until the run ends; "
+        "a dead run's rows are)",
         "recalc",
         "held_count",
     ),

@@ -197,7 +197,14 @@ class _GaugeChild:
 # chessboard_import_running and chessboard_import_throughput_items_per_sec are store gauges
 # (exporter.STORE_GAUGES): a killed import must not leave them at 1 / its last value.
 IMPORT_PAGES = Counter(
-    "chessboard_import_pages_total", "Import pages by stage and status", ("stage", "status")
+    "chessboard_import_pages_total",
+    "Import pages by stage and status (Failed: once, when a page fails for good)",
+    ("stage", "status"),
+)
+IMPORT_PAGE_RETRIES = Counter(
+    "chessboard_import_page_retries_total",
+    "Failed attempts of an import page (or listing read) that are retried",
+    ("stage",),
 )
 IMPORT_ITEMS = Counter(
     "chessboard_import_items_total", "Import items by aggregate and result", ("aggregate", "result")
@@ -207,7 +214,16 @@ IMPORT_PAGE_DURATION = Histogram(
     "Duration of one import page (fetch + apply), milliseconds",
     buckets=(10, 25, 50, 100, 250, 500, 1000, 2000, 3000, 5000, 10000, 30000),
 )
-IMPORT_FAILED_ITEMS = Counter("chessboard_import_failed_items_total", "Quarantined import items")
+IMPORT_FAILED_ITEMS = Counter(
+    "chessboard_import_failed_items_total", "Items of the talent initial import quarantined"
+)
+# the streaming jobs' quarantines: their own series and alert (sync_alerts.yml), not the import's
+SYNC_FAILED_ITEMS = Counter(
+    "chessboard_sync_failed_items_total",
+    "Items quarantined by a streaming sync (talent-sync, handbook-sync)",
+    ("job",),
+)
+IMPORT_JOB = "talent-initial-import"
 SYNC_UNKNOWN_ENUM = Counter(
     "chessboard_sync_unknown_enum_total",
     "Enum values outside the contract, replaced by the fallback",
@@ -305,10 +321,19 @@ class AppliedResult(Protocol):
     def unresolved_references(self) -> Sequence[str]: ...
 
 
-def count_applied(result: AppliedResult) -> None:
-    """The apply path's counters, from the result of a committed apply (never a DryRun's): called
-    after the commit, so a page rolled back and applied again counts once."""
-    IMPORT_FAILED_ITEMS.inc(len(result.quarantined))
+def count_quarantined(job: str, count: int) -> None:
+    """Quarantined items of `job`: the import's own series, or the streaming sync's."""
+    if job == IMPORT_JOB:
+        IMPORT_FAILED_ITEMS.inc(count)
+    else:
+        SYNC_FAILED_ITEMS.labels(job).inc(count)
+
+
+def count_applied(result: AppliedResult, job: str) -> None:
+    """The apply path's counters, from the result of a committed apply (never a DryRun's) of `job`
+    (IMPORT_JOB or a streaming sync's name): called after the commit, so a page rolled back and
+    applied again counts once."""
+    count_quarantined(job, len(result.quarantined))
     for enum, value in result.unknown_enums:
         SYNC_UNKNOWN_ENUM.labels(enum, value).inc()
     for reference in result.unresolved_references:

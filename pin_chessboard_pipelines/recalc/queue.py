@@ -24,6 +24,12 @@ from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason
 from pin_chessboard_pipelines.store.queries import queries
 
+# A Running import run holds its requests while one of its processes renewed the run's heartbeat
+# within this (the 90-second rule of a dead worker, docs/store.md#held-requests): the requests of a
+# run whose processes all died are due like any other, even while the run stays resumable.
+IMPORT_RUN_ALIVE_SECONDS = 90.0
+_ALIVE = {"alive_seconds": IMPORT_RUN_ALIVE_SECONDS}
+
 LAST_ERROR_MAX = (
     1024  # characters of last_error (docs/project-aggregates-recalc.md#one-transaction-per-project)
 )
@@ -100,11 +106,12 @@ def release_dagster_run_requests(
 
 
 def release_ended_import_requests(conn: Connection, *, debounce_seconds: float, cap_seconds: float) -> int:
-    """Releases the requests of every run that is no longer Running, whoever ended it; returns how
-    many. The safety net for an end path that marked a run ended without releasing it."""
+    """Releases the requests of every run that is no longer Running, whoever ended it, or whose
+    processes are all gone (no heartbeat for IMPORT_RUN_ALIVE_SECONDS); returns how many. The safety
+    net for an end path that marked a run ended without releasing it, and for a killed import."""
     return conn.execute(
         queries("recalc_queue")["release_ended_import_requests"],
-        {"debounce": float(debounce_seconds), "cap": float(cap_seconds)},
+        {"debounce": float(debounce_seconds), "cap": float(cap_seconds), **_ALIVE},
     ).rowcount
 
 
@@ -120,6 +127,7 @@ def select_due_batch(
                 "batch_size": batch_size,
                 "poison_attempts": poison_attempts,
                 "exclude": [str(p) for p in exclude],
+                **_ALIVE,
             },
         ).scalars()
         return [_uuid(p) for p in rows]
@@ -142,7 +150,7 @@ def claim_project(conn: Connection, project_id: UUID, poison_attempts: int) -> C
     row = (
         conn.execute(
             queries("recalc")["claim_project"],
-            {"project_id": str(project_id), "poison_attempts": poison_attempts},
+            {"project_id": str(project_id), "poison_attempts": poison_attempts, **_ALIVE},
         )
         .mappings()
         .first()
@@ -195,7 +203,9 @@ class DueSummary:
 
 def due_summary(conn: Connection, poison_attempts: int) -> DueSummary:
     row = (
-        conn.execute(queries("recalc")["due_summary"], {"poison_attempts": poison_attempts}).mappings().one()
+        conn.execute(queries("recalc")["due_summary"], {"poison_attempts": poison_attempts, **_ALIVE})
+        .mappings()
+        .one()
     )
     return DueSummary(due=int(row["due"]), poison=int(row["poison"]), oldest_due_at=row["oldest_due_at"])
 
@@ -211,7 +221,7 @@ def next_due_in(
     take (<= 0: due already), None when the queue holds none."""
     value = conn.execute(
         queries("recalc")["next_due"],
-        {"poison_attempts": poison_attempts, "after": after, "exclude": [str(p) for p in exclude]},
+        {"poison_attempts": poison_attempts, "after": after, "exclude": [str(p) for p in exclude], **_ALIVE},
     ).scalar()
     return None if value is None else float(value)
 
@@ -243,7 +253,9 @@ class QueueStatus:
 
 def queue_status(conn: Connection, poison_attempts: int) -> QueueStatus:
     row = (
-        conn.execute(queries("recalc")["queue_status"], {"poison_attempts": poison_attempts}).mappings().one()
+        conn.execute(queries("recalc")["queue_status"], {"poison_attempts": poison_attempts, **_ALIVE})
+        .mappings()
+        .one()
     )
     return QueueStatus(
         depth=int(row["depth"]),

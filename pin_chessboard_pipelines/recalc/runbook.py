@@ -15,7 +15,7 @@ from uuid import UUID
 from sqlalchemy.engine import Connection
 
 from pin_chessboard_pipelines.errors import Refused
-from pin_chessboard_pipelines.recalc.queue import QueueStatus, queue_status
+from pin_chessboard_pipelines.recalc.queue import IMPORT_RUN_ALIVE_SECONDS, QueueStatus, queue_status
 from pin_chessboard_pipelines.store.queries import queries
 
 OLDEST_DUE_ROWS = 10
@@ -110,8 +110,11 @@ class RecalcStatus:
 
 def recalc_status(conn: Connection, poison_attempts: int, oldest: int = OLDEST_DUE_ROWS) -> RecalcStatus:
     sql = queries("recalc_runbook")
-    held = conn.execute(sql["held_count"]).scalar_one()
-    rows = conn.execute(sql["oldest_due_rows"], {"poison_attempts": poison_attempts, "limit": oldest})
+    alive = {"alive_seconds": IMPORT_RUN_ALIVE_SECONDS}
+    held = conn.execute(sql["held_count"], alive).scalar_one()
+    rows = conn.execute(
+        sql["oldest_due_rows"], {"poison_attempts": poison_attempts, "limit": oldest, **alive}
+    )
     return RecalcStatus(
         queue=queue_status(conn, poison_attempts),
         held=int(held),

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from pin_chessboard_pipelines.errors import EXIT_FAILED, ChessboardError
 from pin_chessboard_pipelines.events.payloads import Handbook
+from pin_chessboard_pipelines.recalc.queue import IMPORT_RUN_ALIVE_SECONDS
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult, DryRunState
 from pin_chessboard_pipelines.settings import Settings
 from pin_chessboard_pipelines.talent_import import runs
@@ -58,7 +59,7 @@ class ImportOptions:
     # is older than alive_seconds has no live process.
     heartbeat_seconds: float = 5.0
     dead_seconds: float = 45.0
-    alive_seconds: float = 90.0
+    alive_seconds: float = IMPORT_RUN_ALIVE_SECONDS
 
     @staticmethod
     def from_settings(settings: Settings, **overrides: Any) -> ImportOptions:

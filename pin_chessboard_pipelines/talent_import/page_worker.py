@@ -21,7 +21,9 @@ from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import (
     IMPORT_ITEMS,
+    IMPORT_JOB,
     IMPORT_PAGE_DURATION,
+    IMPORT_PAGE_RETRIES,
     IMPORT_PAGES,
     count_applied,
 )
@@ -342,7 +344,10 @@ class PageWorker:
                 )
 
         attempts = work.retrying("record a failed page", record)
-        IMPORT_PAGES.labels(stage.stage, "Failed").inc()
+        if permanent:  # a page counts Failed once, when it fails for good
+            IMPORT_PAGES.labels(stage.stage, "Failed").inc()
+        else:
+            IMPORT_PAGE_RETRIES.labels(stage.stage).inc()
         log_event(
             log,
             logging.WARNING,
@@ -385,7 +390,7 @@ class PageWorker:
             if count:
                 IMPORT_ITEMS.labels(aggregate, name).inc(count)
         if not self.work.context.dry_run:  # the page committed: its quarantine and unknown enums count now
-            count_applied(result)
+            count_applied(result, IMPORT_JOB)
         log_event(
             log,
             logging.INFO,

@@ -17,7 +17,7 @@ from pin_chessboard_pipelines.entities import Entity
 from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
-from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGES
+from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGE_RETRIES, IMPORT_PAGES
 from pin_chessboard_pipelines.retry import PERMANENT, FailureStreak, Retrier, RetryStopped
 from pin_chessboard_pipelines.store.lock import AdvisoryLock, open_session
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
@@ -259,7 +259,10 @@ class StageWalker:
         session, stage = self.session, self.stage
         decision = failures.decide(error)  # the page workers' policy
         wait, reason = decision.wait, decision.reason
-        IMPORT_PAGES.labels(stage.stage, "Failed").inc()
+        if wait is None:  # the listing read failed for good
+            IMPORT_PAGES.labels(stage.stage, "Failed").inc()
+        else:
+            IMPORT_PAGE_RETRIES.labels(stage.stage).inc()
         log_event(
             log,
             logging.WARNING,

@@ -234,7 +234,7 @@ class TalentSync(BatchConsumer[SyncResult]):
         for stage_name, r, tombstones in applied:  # counted once the transaction committed
             result.add(stage_name, r, tombstones)
             total.events += r.events
-            count_applied(r)
+            count_applied(r, "talent-sync")
             for name in ("applied", "skipped", "failed"):
                 if getattr(r, name):
                     TALENT_SYNC_MESSAGES.labels(stage_name, name).inc(getattr(r, name))

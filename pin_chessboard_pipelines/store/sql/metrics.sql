@@ -14,19 +14,31 @@ FROM chessboard.outbox_messages WHERE published_at IS NULL
 SELECT count(*) AS value FROM chessboard.talent_import_runs WHERE status = 'Running'
 
 -- name: import_running
--- 1 while an import runs: a Running row and a session holding the import's advisory lock (a
--- killed process loses the lock with its session, so this cannot stay 1). pg_locks shows a bigint
--- key as classid = high 32 bits, objid = low 32 bits, objsubid = 1.
+-- 1 while an import runs: a Running row one of whose processes renewed its heartbeat within
+-- :alive_seconds (the page workers renew it, in whatever process or pod they run: the CLI, a
+-- Dagster step of the UI, a backfill or the full bootstrap). A run whose process holds the import
+-- lock (the CLI) is not alive once nobody holds that lock: a killed CLI reads 0 at once. pg_locks
+-- shows a bigint key as classid = high 32 bits, objid = low 32 bits, objsubid = 1.
 SELECT (count(*) > 0)::int AS value
 FROM chessboard.talent_import_runs r
 WHERE r.status = 'Running'
-  AND EXISTS (
+  AND COALESCE(r.heartbeat_at, r.started_at) > now() - make_interval(secs => :alive_seconds)
+  AND NOT (r.lock_held AND NOT EXISTS (
     SELECT 1 FROM pg_locks l
     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
       AND l.classid = ((CAST(:import_lock_key AS bigint) >> 32) & 4294967295)::bigint::oid
       AND l.objid = (CAST(:import_lock_key AS bigint) & 4294967295)::bigint::oid
-  )
+  ))
+
+-- name: import_processes
+-- The processes (claimed_by = <host>:<pid>, a pod's host is its name) working on pages of a
+-- Running run right now: their heartbeat on an InProgress page is fresh.
+SELECT count(DISTINCT p.claimed_by) AS value
+FROM chessboard.talent_import_pages p
+JOIN chessboard.talent_import_runs r ON r.id = p.run_id AND r.status = 'Running'
+WHERE p.status = 'InProgress'
+  AND p.heartbeat_at > now() - make_interval(secs => :alive_seconds)
 
 -- name: import_throughput
 -- Items of the Running runs' pages Done in the last :window_seconds seconds, per second.
