@@ -73,7 +73,7 @@ def _queue(engine) -> dict:
 
 def _gauge(engine, name: str) -> int:
     with engine.connect() as conn:
-        return int(conn.execute(queries("recalc")[name], {"poison_attempts": POISON}).scalar_one())
+        return int(conn.execute(queries("recalc")[name], {"poison_attempts": POISON, "alive_seconds": 90.0}).scalar_one())
 
 
 def _projects(engine, make_ctx) -> tuple[Tree, Tree]:
@@ -152,6 +152,46 @@ def test_requests_of_a_run_ended_elsewhere_are_released(engine, make_ctx):
             == 1
         )
     assert all(row["import_run_id"] is None and row["due"] for row in _queue(engine).values())
+    assert drain(engine).recalculated == 2
+
+
+def test_a_dead_runs_requests_are_due_and_a_release_restarts_their_lag(engine, make_ctx):
+    """A killed import stays Running (resumable) but holds nothing once its heartbeat is older
+    than the 90-second rule: its requests are due backlog and the drain takes them. A release
+    counts the lag (first_requested_at) from itself, not from the start of the import."""
+    first, second = _projects(engine, make_ctx)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM chessboard.project_recalc_requests"))
+    dead, ended = uuid.uuid4(), uuid.uuid4()
+    _run(engine, dead)
+    _run(engine, ended)
+    _request(engine, [_key(first)], dead)
+    _request(engine, [_key(second)], ended)
+    _age(engine, 120)  # a 2-hour import
+    assert drain(engine).recalculated == 0  # both runs alive: held
+    assert _gauge(engine, "held_count") == 2 and _gauge(engine, "due_backlog") == 0
+    with engine.begin() as conn:  # every process of `dead` was SIGKILLed 91 s ago
+        conn.execute(
+            sa.text(
+                "UPDATE chessboard.talent_import_runs SET started_at = now() - interval '2 hours', "
+                "heartbeat_at = now() - interval '91 seconds' WHERE id = :id"
+            ),
+            {"id": dead},
+        )
+    assert _gauge(engine, "held_count") == 1 and _gauge(engine, "due_backlog") == 1
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE chessboard.talent_import_runs SET status = 'Completed' WHERE id = :id"),
+            {"id": ended},
+        )
+        assert release_import_requests(conn, ended, debounce_seconds=DEBOUNCE, cap_seconds=CAP) == 1
+        waited = conn.execute(
+            sa.text(
+                "SELECT extract(epoch FROM now() - first_requested_at) FROM chessboard.project_recalc_requests "
+                "WHERE import_run_id IS NULL"
+            )
+        ).scalar_one()
+    assert waited < 5  # lag from the release, not 2 hours
     assert drain(engine).recalculated == 2
 
 
