@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from pin_chessboard_pipelines.observability import metrics, multiprocess
 
@@ -103,24 +104,43 @@ ReadStoreGauges = Callable[[], Mapping[str, float]]
 
 
 class FolderCollector(Collector):
-    """The multiprocess folder, plus a zero for every label-less counter no process has touched
-    yet: `increase()` then sees the first increment of a fresh deployment."""
+    """The multiprocess folder, plus a zero for every metric no process has recorded yet (a
+    counter's `initial` label sets, a label-less histogram's buckets, a label-less gauge): the
+    dashboard and `increase()` see every series of a fresh deployment from the start."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
 
     def collect(self) -> Iterator[Metric]:
         families = {m.name: m for m in multiprocess.collect(self.folder)}
-        for counter in metrics.ALL:
-            if isinstance(counter, metrics.Counter) and not counter.labelnames:
-                family = families.get(counter.family)
-                if family is None:
-                    family = families[counter.family] = Metric(
-                        counter.family, counter.documentation, "counter"
-                    )
-                if not family.samples:
-                    family.add_sample(counter.name, {}, 0.0)
+        for metric in metrics.ALL:
+            name = metric.family if isinstance(metric, metrics.Counter) else metric.name
+            family = families.get(name)
+            if family is None:
+                family = families[name] = Metric(name, metric.documentation, metric.kind)
+            _add_zeros(family, metric)
         yield from families.values()
+
+
+def _add_zeros(family: Metric, metric: metrics.Counter | metrics.Histogram | metrics.Gauge) -> None:
+    present = {(s.name, tuple(sorted(s.labels.items()))) for s in family.samples}
+
+    def zero(sample: str, labels: dict[str, str]) -> None:
+        if (sample, tuple(sorted(labels.items()))) not in present:
+            family.add_sample(sample, labels, 0.0)
+
+    if isinstance(metric, metrics.Counter):
+        label_sets = metric.initial or (((),) if not metric.labelnames else ())
+        for values in label_sets:
+            zero(metric.name, dict(zip(metric.labelnames, values, strict=False)))
+    elif not metric.labelnames and not family.samples:
+        if isinstance(metric, metrics.Histogram):
+            for bound in metric.bounds():
+                zero(f"{metric.name}_bucket", {"le": floatToGoString(bound)})
+            zero(f"{metric.name}_sum", {})
+            zero(f"{metric.name}_count", {})
+        else:
+            zero(metric.name, {})
 
 
 class StoreGaugeCollector(Collector):

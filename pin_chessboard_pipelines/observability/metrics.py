@@ -18,6 +18,7 @@ Rules for call sites (docs/talent-initial-import.md#metrics-logs-and-alerts):
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import Protocol
 from prometheus_client.mmap_dict import mmap_key
 from prometheus_client.utils import floatToGoString
 
+from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.observability import multiprocess
 
 
@@ -73,6 +75,10 @@ class _Metric:
 
 @dataclass(frozen=True)
 class Counter(_Metric):
+    # label sets exposed at 0 before any process counted one: a fresh deployment's dashboard and
+    # `increase()` see the series from the start (exporter.FolderCollector)
+    initial: tuple[tuple[str, ...], ...] = ()
+
     @property
     def kind(self) -> str:
         return "counter"
@@ -193,6 +199,13 @@ class _GaugeChild:
         multiprocess.record(m.file_prefix, key, float(value), add=False)
 
 
+_STAGES = tuple(entity.stage for entity in ENTITIES)
+
+
+def _product(*values: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    return tuple(itertools.product(*values))
+
+
 # -- talent-initial-import (docs/talent-initial-import.md#metrics-logs-and-alerts) -------------
 # chessboard_import_running and chessboard_import_throughput_items_per_sec are store gauges
 # (exporter.STORE_GAUGES): a killed import must not leave them at 1 / its last value.
@@ -200,14 +213,19 @@ IMPORT_PAGES = Counter(
     "chessboard_import_pages_total",
     "Import pages by stage and status (Failed: once, when a page fails for good)",
     ("stage", "status"),
+    initial=_product(_STAGES, ("Planned", "Done", "Failed")),
 )
 IMPORT_PAGE_RETRIES = Counter(
     "chessboard_import_page_retries_total",
     "Failed attempts of an import page (or listing read) that are retried",
     ("stage",),
+    initial=_product(_STAGES),
 )
 IMPORT_ITEMS = Counter(
-    "chessboard_import_items_total", "Import items by aggregate and result", ("aggregate", "result")
+    "chessboard_import_items_total",
+    "Import items by aggregate and result",
+    ("aggregate", "result"),
+    initial=_product(tuple(entity.aggregate_type for entity in ENTITIES), ("applied", "skipped", "failed")),
 )
 IMPORT_PAGE_DURATION = Histogram(
     "chessboard_import_page_duration_ms",
@@ -222,6 +240,7 @@ SYNC_FAILED_ITEMS = Counter(
     "chessboard_sync_failed_items_total",
     "Items quarantined by a streaming sync (talent-sync, handbook-sync)",
     ("job",),
+    initial=(("talent-sync",), ("handbook-sync",)),
 )
 IMPORT_JOB = "talent-initial-import"
 SYNC_UNKNOWN_ENUM = Counter(
@@ -239,10 +258,18 @@ RECALC_PROCESS_DURATION = Histogram(
     "Recalc of one project",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2, 5),
 )
-RECALC_RUNS = Counter("chessboard_recalc_runs_total", "Project recalcs by result", ("result",))
+RECALC_RUNS = Counter(
+    "chessboard_recalc_runs_total",
+    "Project recalcs by result",
+    ("result",),
+    initial=(("success",), ("skipped",), ("error",)),
+)
 RECALC_COALESCED = Counter("chessboard_recalc_coalesced_events_total", "Σ RequestedCount of drained rows")
 RECALC_REPUBLISHED = Counter(
-    "chessboard_recalc_republished_total", "Snapshot events republished", ("entity",)
+    "chessboard_recalc_republished_total",
+    "Snapshot events republished",
+    ("entity",),
+    initial=(("project",), ("layout",), ("layout_group",)),
 )
 RECALC_LAG = Histogram(
     "chessboard_recalc_event_lag_seconds",
@@ -271,6 +298,7 @@ TALENT_SYNC_MESSAGES = Counter(
     "chessboard_talent_sync_messages_total",
     "Talent topic messages applied by the streaming sync, by stage and result",
     ("stage", "result"),
+    initial=_product(_STAGES, ("applied", "skipped", "failed")),
 )
 TALENT_SYNC_LAG = Gauge(
     "chessboard_talent_sync_lag_messages",

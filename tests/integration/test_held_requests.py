@@ -73,7 +73,11 @@ def _queue(engine) -> dict:
 
 def _gauge(engine, name: str) -> int:
     with engine.connect() as conn:
-        return int(conn.execute(queries("recalc")[name], {"poison_attempts": POISON, "alive_seconds": 90.0}).scalar_one())
+        return int(
+            conn.execute(
+                queries("recalc")[name], {"poison_attempts": POISON, "alive_seconds": 90.0}
+            ).scalar_one()
+        )
 
 
 def _projects(engine, make_ctx) -> tuple[Tree, Tree]:

@@ -112,7 +112,9 @@ def test_import_running_follows_the_heartbeat_not_a_leftover_row(db_url, engine,
     # the CLI holds the import lock: its run is alive while the heartbeat is fresh and the lock held
     with engine.begin() as conn:
         conn.execute(
-            sa.text("UPDATE chessboard.talent_import_runs SET heartbeat_at = now(), lock_held = true WHERE id = :id"),
+            sa.text(
+                "UPDATE chessboard.talent_import_runs SET heartbeat_at = now(), lock_held = true WHERE id = :id"
+            ),
             {"id": run_id},
         )
     assert _scrape(db_url, folder)["chessboard_import_running"] == 0  # nobody holds the lock: killed

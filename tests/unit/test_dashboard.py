@@ -89,3 +89,33 @@ def test_the_panels_the_docs_ask_for():
         "chessboard_outbox_lag_seconds",
     ):
         assert metric in exprs, metric
+
+
+def test_a_fresh_deployment_exposes_every_dashboard_metric(tmp_path):
+    """No process has recorded anything yet (an empty metrics folder): every series a panel names
+    is exposed, at 0, so the dashboard reads 0 instead of "No data" until each job has run once."""
+    from prometheus_client import generate_latest
+
+    from pin_chessboard_pipelines.observability.exporter import STORE_GAUGES, build_registry
+
+    registry = build_registry(tmp_path, lambda: {gauge.name: 0.0 for gauge in STORE_GAUGES})
+    samples = {}
+    for line in generate_latest(registry).decode().splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    names = {name.split("{", 1)[0] for name in samples}
+    wanted = set()
+    for expr in dashboard_expressions().values():
+        wanted |= set(re.findall(r"\bchessboard_[a-z0-9_]+", expr))
+    # series whose label values are open (a topic, an unknown enum value) appear with the first one
+    open_labels = {
+        "chessboard_outbox_published_total",
+        "chessboard_sync_unknown_enum_total",
+        "chessboard_sync_unresolved_reference_total",
+    }
+    assert wanted - open_labels <= names, sorted(wanted - open_labels - names)
+    assert samples['chessboard_recalc_runs_total{result="error"}'] == 0
+    assert samples['chessboard_recalc_event_lag_seconds_bucket{le="+Inf"}'] == 0
+    assert samples['chessboard_talent_sync_messages_total{result="applied",stage="Projects"}'] == 0
+    assert samples["chessboard_talent_sync_lag_messages"] == 0

@@ -78,7 +78,7 @@ def test_dead_processes_are_summed_into_the_archive_and_removed(folder):
     assert samples[("chessboard_recalc_process_duration_seconds_sum", ())] == pytest.approx(9.009)
     assert samples[("chessboard_recalc_last_tick_timestamp_seconds", ())] > 1000
     # a live gauge dies with its process; a label-less counter nobody touched shows 0
-    assert not any(name == "chessboard_talent_sync_lag_messages" for name, _ in samples)
+    assert samples[("chessboard_talent_sync_lag_messages", ())] == 0  # not the dead process's 7
     assert samples[("chessboard_import_failed_items_total", ())] == 0
     # more runs add to the archive; a scrape without new dead files changes nothing
     _run_children(2, _drain_run)
@@ -108,7 +108,7 @@ def test_a_live_process_is_read_but_not_compacted(folder):
         os.close(fd)
     samples = _samples(folder)
     assert samples[("chessboard_import_failed_items_total", ())] == 4
-    assert ("chessboard_talent_sync_lag_messages", ()) not in samples
+    assert samples[("chessboard_talent_sync_lag_messages", ())] == 0  # gone with its process
     assert _process_files(folder) == []
 
 
