@@ -15,11 +15,10 @@ import sqlalchemy as sa
 
 import pin_chessboard_pipelines.observability as observability
 from pin_chessboard_pipelines.observability.exporter import exposed_names
-from pin_chessboard_pipelines.runtime.embedded import free_port
 from pin_chessboard_pipelines.settings import PROJECT_ROOT
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from tests.support.polling import wait_until
-from tests.support.prometheus import Prometheus, prometheus_scraping
+from tests.support.prometheus import Prometheus, metrics_serve, prometheus_scraping
 from tests.unit.test_dashboard import dashboard_expressions
 
 SPEC = DatasetSpec(
@@ -66,111 +65,94 @@ def test_prometheus_sees_the_jobs_metrics(db_url, engine, tmp_path, talent_sim, 
         KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap,
         CHESSBOARD_RECALC_DEBOUNCE_SECONDS="0",
     )
-    port = free_port()
-    serve = subprocess.Popen(
-        _cli("metrics", "serve", "--port", str(port)),
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=PROJECT_ROOT,
-    )
-    try:
-        assert serve.stdout is not None and serve.stdout.readline().startswith("metrics on ")
-        with prometheus_scraping(f"127.0.0.1:{port}", RULES) as prometheus:
-            _eventually(prometheus, "max(chessboard_store_up)", 1)
-            _eventually(prometheus, "max(chessboard_import_running)", 0)
+    with metrics_serve(env, PROJECT_ROOT) as target, prometheus_scraping(target, RULES) as prometheus:
+        _eventually(prometheus, "max(chessboard_store_up)", 1)
+        _eventually(prometheus, "max(chessboard_import_running)", 0)
 
-            # an import killed mid-way: running goes 1 -> 0 (the lock went with the process)
-            doomed = subprocess.Popen(
-                _cli("import", "--page-size", "2", "--workers", "1"),
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                cwd=PROJECT_ROOT,
-                start_new_session=True,
-            )
-            _eventually(prometheus, "max(chessboard_import_running)", 1, timeout=120)
-            wait_until(
-                lambda: (
-                    _scalar(
-                        engine,
-                        "SELECT count(*) FROM chessboard.talent_import_pages WHERE stage = 'PropertyObjects' AND status = 'Done'",
-                    )
-                    >= 2
-                ),
-                120,
-                "property-object pages Done",
-            )
-            os.killpg(doomed.pid, signal.SIGKILL)
-            doomed.wait(timeout=30)
-            _eventually(prometheus, "max(chessboard_import_running)", 0)
-            _eventually(prometheus, "max(chessboard_import_runs_running)", 1)
-
-            # resumed and completed
-            resumed = subprocess.run(
-                _cli("import", "--page-size", "2", "--workers", "2"),
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=300,
-                cwd=PROJECT_ROOT,
-            )
-            assert resumed.returncode == 0, resumed.stderr[-3000:]
-            for args in (("recalc", "drain", "--until-empty"), ("outbox", "relay", "--until-empty")):
-                done = subprocess.run(
-                    _cli(*args), env=env, capture_output=True, text=True, timeout=300, cwd=PROJECT_ROOT
-                )
-                assert done.returncode == 0, done.stderr[-3000:]
-
-            _eventually(prometheus, "max(chessboard_import_running)", 0)
-            _eventually(prometheus, "max(chessboard_import_runs_running)", 0)
-            _eventually(
-                prometheus,
-                'sum(chessboard_import_pages_total{status="Done"})',
-                _scalar(engine, "SELECT count(*) FROM chessboard.talent_import_pages WHERE status = 'Done'"),
-            )
-            failed = _scalar(engine, "SELECT count(*) FROM chessboard.talent_import_failed_items")
-            assert failed > 0
-            _eventually(prometheus, "sum(chessboard_import_failed_items_total)", failed)
-            _eventually(
-                prometheus,
-                "sum(chessboard_import_items_total)",
+        # an import killed mid-way: running goes 1 -> 0 (the lock went with the process)
+        doomed = subprocess.Popen(
+            _cli("import", "--page-size", "2", "--workers", "1"),
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=PROJECT_ROOT,
+            start_new_session=True,
+        )
+        _eventually(prometheus, "max(chessboard_import_running)", 1, timeout=120)
+        wait_until(
+            lambda: (
                 _scalar(
                     engine,
-                    "SELECT sum(items_applied + items_skipped + items_failed) FROM chessboard.talent_import_pages "
-                    "WHERE status = 'Done'",
-                ),
-            )
-            assert (prometheus.value("sum(chessboard_sync_unknown_enum_total)") or 0) > 0
-            projects = SPEC.developers * SPEC.projects_per_developer
-            _eventually(prometheus, 'sum(chessboard_recalc_runs_total{result="success"})', projects)
-            _eventually(prometheus, 'sum(chessboard_recalc_republished_total{entity="project"})', projects)
-            _eventually(prometheus, "max(chessboard_recalc_queue_depth)", 0)
-            _eventually(prometheus, "max(chessboard_recalc_due_backlog)", 0)
-            published = _scalar(
-                engine, "SELECT count(*) FROM chessboard.outbox_messages WHERE published_at IS NOT NULL"
-            )
-            assert published > 0
-            _eventually(prometheus, "sum(chessboard_outbox_published_total)", published)
-            _eventually(prometheus, "max(chessboard_outbox_backlog)", 0)
+                    "SELECT count(*) FROM chessboard.talent_import_pages WHERE stage = 'PropertyObjects' AND status = 'Done'",
+                )
+                >= 2
+            ),
+            120,
+            "property-object pages Done",
+        )
+        os.killpg(doomed.pid, signal.SIGKILL)
+        doomed.wait(timeout=30)
+        _eventually(prometheus, "max(chessboard_import_running)", 0)
+        _eventually(prometheus, "max(chessboard_import_runs_running)", 1)
 
-            # what Prometheus scraped is what rules and the dashboard may name; every panel runs
-            scraped = {
-                name for name in prometheus.api("label/__name__/values") if name.startswith("chessboard_")
-            }
-            assert scraped <= exposed_names(), sorted(scraped - exposed_names())
-            for where, expr in dashboard_expressions().items():
-                prometheus.api("query", query=expr)  # raises on an error answer
-                assert where
-            rules = prometheus.api("rules")["groups"]
-            assert {g["name"] for g in rules} >= {
-                "chessboard-import",
-                "chessboard-recalc",
-                "chessboard-outbox",
-            }
-            assert all(r["health"] == "ok" for g in rules for r in g["rules"]), rules
-    finally:
-        serve.terminate()
-        serve.wait(timeout=30)
-        if serve.stdout is not None:
-            serve.stdout.close()
+        # resumed and completed
+        resumed = subprocess.run(
+            _cli("import", "--page-size", "2", "--workers", "2"),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=PROJECT_ROOT,
+        )
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        for args in (("recalc", "drain", "--until-empty"), ("outbox", "relay", "--until-empty")):
+            done = subprocess.run(
+                _cli(*args), env=env, capture_output=True, text=True, timeout=300, cwd=PROJECT_ROOT
+            )
+            assert done.returncode == 0, done.stderr[-3000:]
+
+        _eventually(prometheus, "max(chessboard_import_running)", 0)
+        _eventually(prometheus, "max(chessboard_import_runs_running)", 0)
+        _eventually(
+            prometheus,
+            'sum(chessboard_import_pages_total{status="Done"})',
+            _scalar(engine, "SELECT count(*) FROM chessboard.talent_import_pages WHERE status = 'Done'"),
+        )
+        failed = _scalar(engine, "SELECT count(*) FROM chessboard.talent_import_failed_items")
+        assert failed > 0
+        _eventually(prometheus, "sum(chessboard_import_failed_items_total)", failed)
+        _eventually(
+            prometheus,
+            "sum(chessboard_import_items_total)",
+            _scalar(
+                engine,
+                "SELECT sum(items_applied + items_skipped + items_failed) FROM chessboard.talent_import_pages "
+                "WHERE status = 'Done'",
+            ),
+        )
+        assert (prometheus.value("sum(chessboard_sync_unknown_enum_total)") or 0) > 0
+        projects = SPEC.developers * SPEC.projects_per_developer
+        _eventually(prometheus, 'sum(chessboard_recalc_runs_total{result="success"})', projects)
+        _eventually(prometheus, 'sum(chessboard_recalc_republished_total{entity="project"})', projects)
+        _eventually(prometheus, "max(chessboard_recalc_queue_depth)", 0)
+        _eventually(prometheus, "max(chessboard_recalc_due_backlog)", 0)
+        published = _scalar(
+            engine, "SELECT count(*) FROM chessboard.outbox_messages WHERE published_at IS NOT NULL"
+        )
+        assert published > 0
+        _eventually(prometheus, "sum(chessboard_outbox_published_total)", published)
+        _eventually(prometheus, "max(chessboard_outbox_backlog)", 0)
+
+        # what Prometheus scraped is what rules and the dashboard may name; every panel runs
+        scraped = {name for name in prometheus.api("label/__name__/values") if name.startswith("chessboard_")}
+        assert scraped <= exposed_names(), sorted(scraped - exposed_names())
+        for where, expr in dashboard_expressions().items():
+            prometheus.api("query", query=expr)  # raises on an error answer
+            assert where
+        rules = prometheus.api("rules")["groups"]
+        assert {g["name"] for g in rules} >= {
+            "chessboard-import",
+            "chessboard-recalc",
+            "chessboard-outbox",
+        }
+        assert all(r["health"] == "ok" for g in rules for r in g["rules"]), rules

@@ -8,60 +8,55 @@ page processes, and both gauges read 0 once the run ended; the pages counter agr
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
-import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+import yaml
 
 import pin_chessboard_pipelines.observability as observability
 from pin_chessboard_pipelines.defs.talent_import.bootstrap import BOOTSTRAP_OP
 from pin_chessboard_pipelines.defs.talent_import.config import BOOTSTRAP_JOB, IMPORT_JOB
-from pin_chessboard_pipelines.runtime.embedded import free_port
 from pin_chessboard_pipelines.settings import PROJECT_ROOT
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from tests.support.dagster_stack import DagsterStack, stack_with_simulator
 from tests.support.polling import wait_until
-from tests.support.prometheus import Prometheus, prometheus_scraping
+from tests.support.prometheus import Prometheus, metrics_serve, prometheus_binary, prometheus_scraping
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 # 40 PropertyObjects pages of 3 at 60 ms a read: the stage lasts long enough for many scrapes
 SPEC = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=30, latency_ms=60)
 PROCESSES = 2
-RULES = sorted((Path(observability.__file__).parent / "rules").glob("*.yml"))
+RULES_DIR = Path(observability.__file__).parent / "rules"
+RULES = sorted(RULES_DIR.glob("*.yml"))
+HANG_SECONDS = 20  # Talent answers nothing for this long (TALENT_API_TIMEOUT_SECONDS is 30)
 
 
 @pytest.fixture(scope="module")
-def stack(pg_server_url: str, pg_template_url: str, kafka_bootstrap: str) -> Iterator[DagsterStack]:
+def stack_and_simulator(pg_server_url: str, pg_template_url: str, kafka_bootstrap: str) -> Iterator[tuple]:
     multiprocess = {"CHESSBOARD_DAGSTER_EXECUTOR": "multiprocess"}
-    with stack_with_simulator(pg_server_url, pg_template_url, kafka_bootstrap, SPEC, multiprocess) as (
-        started,
-        _,
-    ):
+    with stack_with_simulator(pg_server_url, pg_template_url, kafka_bootstrap, SPEC, multiprocess) as started:
         yield started
+
+
+@pytest.fixture(scope="module")
+def stack(stack_and_simulator) -> DagsterStack:
+    return stack_and_simulator[0]
 
 
 @pytest.fixture
 def prometheus(stack: DagsterStack) -> Iterator[Prometheus]:
-    port = free_port()
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "pin_chessboard_pipelines.cli", "metrics", "serve", "--port", str(port)],
-        env=stack.env,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=PROJECT_ROOT,
-    )
-    try:
-        assert serve.stdout is not None and serve.stdout.readline().startswith("metrics on ")
-        with prometheus_scraping(f"127.0.0.1:{port}", RULES) as scraping:
-            yield scraping
-    finally:
-        serve.terminate()
-        serve.wait(timeout=30)
+    with (
+        metrics_serve(dict(stack.env), PROJECT_ROOT) as target,
+        prometheus_scraping(target, RULES) as scraping,
+    ):
+        yield scraping
 
 
 def _value(prometheus: Prometheus, promql: str) -> float | None:
@@ -71,16 +66,28 @@ def _value(prometheus: Prometheus, promql: str) -> float | None:
         return None
 
 
-def _pages_done(url: str) -> float:
+def _pages_done(url: str, stage: str | None = None) -> float:
     with get_engine(url).connect() as conn:
         return float(
             conn.execute(
-                sa.text("SELECT count(*) FROM chessboard.talent_import_pages WHERE status = 'Done'")
+                sa.text(
+                    "SELECT count(*) FROM chessboard.talent_import_pages WHERE status = 'Done' "
+                    "AND (CAST(:stage AS text) IS NULL OR stage = :stage)"
+                ),
+                {"stage": stage},
             ).scalar_one()
         )
 
 
-def test_a_ui_launched_import_reads_running_while_it_runs(stack: DagsterStack, prometheus: Prometheus):
+def test_a_ui_launched_import_reads_running_while_it_runs(
+    stack_and_simulator, prometheus: Prometheus, tmp_path: Path
+):
+    """The import hangs on Talent for HANG_SECONDS in mid PropertyObjects, then goes on: the
+    series Prometheus recorded are replayed to promtool one minute per scraped second (the import
+    becomes half an hour long, its hang a quarter of an hour), where STUCK fires for the hang only
+    and INTERRUPTED never does."""
+    stack, simulator = stack_and_simulator
+    began = time.time()
     wait_until(lambda: _value(prometheus, "max(chessboard_store_up)") == 1, 60, "store up")
     assert _value(prometheus, "max(chessboard_import_running)") == 0
 
@@ -102,6 +109,14 @@ def test_a_ui_launched_import_reads_running_while_it_runs(stack: DagsterStack, p
     )
     assert stack.graphql.run(launched["runId"])["status"] in ("STARTING", "STARTED")
     wait_until(
+        lambda: _pages_done(stack.chessboard_url, "PropertyObjects") >= 3, 240, "PropertyObjects going"
+    )
+    hang_from = time.time()
+    simulator.set_spec(dataclasses.replace(SPEC, latency_ms=HANG_SECONDS * 1000))
+    time.sleep(HANG_SECONDS)
+    simulator.set_spec(SPEC)
+    hang_to = time.time() + SPEC.latency_ms / 1000 * 2  # the hung requests answer now
+    wait_until(
         lambda: (_value(prometheus, "max_over_time(chessboard_import_processes[5m])") or 0) >= 1,
         240,
         "a page process seen",
@@ -118,7 +133,54 @@ def test_a_ui_launched_import_reads_running_while_it_runs(stack: DagsterStack, p
         60,
         f"pages Done counter == {done}",
     )
-    # the rule a lock-based gauge broke: a healthy UI-launched import's INTERRUPTED expression was
-    # true for its whole run (pending, then firing after 10 minutes); here it never was
-    interrupted = 'max_over_time(ALERTS{alertname="CHESSBOARD_IMPORT_INTERRUPTED"}[15m])'
-    assert prometheus.value(interrupted) is None
+    _replayed_rules_say_stuck_during_the_hang_only(prometheus, tmp_path, began, hang_from, hang_to)
+
+
+# the series the import rules read, as the rules aggregate them
+RECORDED = {
+    "chessboard_import_running": "max(chessboard_import_running)",
+    "chessboard_import_runs_running": "max(chessboard_import_runs_running)",
+    'chessboard_import_pages_total{status="Done"}': 'sum(chessboard_import_pages_total{status="Done"})',
+}
+
+
+def _replayed_rules_say_stuck_during_the_hang_only(
+    prometheus: Prometheus, folder: Path, began: float, hang_from: float, hang_to: float
+) -> None:
+    end = time.time()
+    series = []
+    for name, promql in RECORDED.items():
+        data = prometheus.api("query_range", query=promql, start=f"{began:.0f}", end=f"{end:.0f}", step="1")
+        (result,) = data["result"]
+        by_second = {int(float(t)) - int(began): v for t, v in result["values"]}
+        values = " ".join(by_second.get(i, "_") for i in range(int(end) - int(began) + 1))
+        series.append({"series": name, "values": values})
+    minute = lambda at: int(at - int(began))  # noqa: E731 - one scraped second = one replayed minute
+    stuck_at, after_hang = minute(hang_from) + 13, minute(hang_to) + 2
+    assert stuck_at < minute(hang_to), "the hang must outlast the 10-minute window and its 1-minute for"
+    rule = yaml.safe_load((RULES_DIR / "import_alerts.yml").read_text())["groups"][0]["rules"][0]
+    assert rule["alert"] == "CHESSBOARD_IMPORT_STUCK"
+    stuck = {
+        "exp_labels": rule["labels"],
+        "exp_annotations": {k: " ".join(v.split()) for k, v in rule["annotations"].items()},
+    }
+    cases = [
+        {"eval_time": f"{minute(hang_from) - 1}m", "alertname": "CHESSBOARD_IMPORT_STUCK", "exp_alerts": []}
+    ]
+    cases.append({"eval_time": f"{stuck_at}m", "alertname": "CHESSBOARD_IMPORT_STUCK", "exp_alerts": [stuck]})
+    cases += [
+        {"eval_time": f"{at}m", "alertname": "CHESSBOARD_IMPORT_INTERRUPTED", "exp_alerts": []}
+        for at in (minute(hang_from) - 1, stuck_at, after_hang)
+    ]
+    test = {
+        "rule_files": [str(RULES_DIR / "import_alerts.yml")],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "alert_rule_test": cases}],
+    }
+    (folder / "replayed_test.yml").write_text(yaml.safe_dump(test, sort_keys=False))
+    done = subprocess.run(
+        [prometheus_binary("promtool"), "test", "rules", str(folder / "replayed_test.yml")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -82,41 +82,30 @@ def test_import_running_follows_the_heartbeat_not_a_leftover_row(db_url, engine,
     assert values["chessboard_import_runs_running"] == 1
     assert values["chessboard_import_run_duration_seconds"] > 3 * 3600 - 60
     assert values["chessboard_import_throughput_items_per_sec"] == pytest.approx(30 / 60)
+
+    def run_sql(statement: str) -> None:
+        with engine.begin() as conn:
+            conn.execute(sa.text(statement), {"id": run_id})
+
     # a Dagster step's import (UI, backfill, full bootstrap): no lock, its page workers renew the
     # heartbeat in whatever process they run
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "UPDATE chessboard.talent_import_runs SET heartbeat_at = now() WHERE id = :id; "
-                "UPDATE chessboard.talent_import_pages SET status = 'InProgress', claimed_by = 'pod-a:7', "
-                "heartbeat_at = now() WHERE run_id = :id AND page_no = 1"
-            ),
-            {"id": run_id},
-        )
+    run_sql(
+        "UPDATE chessboard.talent_import_runs SET heartbeat_at = now() WHERE id = :id; "
+        "UPDATE chessboard.talent_import_pages SET status = 'InProgress', claimed_by = 'pod-a:7', "
+        "heartbeat_at = now() WHERE run_id = :id AND page_no = 1"
+    )
     values = _scrape(db_url, folder)
-    assert values["chessboard_import_running"] == 1
-    assert values["chessboard_import_processes"] == 1
+    assert (values["chessboard_import_running"], values["chessboard_import_processes"]) == (1, 1)
     # its processes die: 90 s without a heartbeat and the run is no longer running
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "UPDATE chessboard.talent_import_runs SET heartbeat_at = now() - interval '91 seconds' "
-                "WHERE id = :id; UPDATE chessboard.talent_import_pages "
-                "SET heartbeat_at = now() - interval '91 seconds' WHERE run_id = :id"
-            ),
-            {"id": run_id},
-        )
+    run_sql(
+        "UPDATE chessboard.talent_import_runs SET heartbeat_at = now() - interval '91 seconds' "
+        "WHERE id = :id; UPDATE chessboard.talent_import_pages "
+        "SET heartbeat_at = now() - interval '91 seconds' WHERE run_id = :id"
+    )
     values = _scrape(db_url, folder)
-    assert values["chessboard_import_running"] == 0
-    assert values["chessboard_import_processes"] == 0
+    assert (values["chessboard_import_running"], values["chessboard_import_processes"]) == (0, 0)
     # the CLI holds the import lock: its run is alive while the heartbeat is fresh and the lock held
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "UPDATE chessboard.talent_import_runs SET heartbeat_at = now(), lock_held = true WHERE id = :id"
-            ),
-            {"id": run_id},
-        )
+    run_sql("UPDATE chessboard.talent_import_runs SET heartbeat_at = now(), lock_held = true WHERE id = :id")
     assert _scrape(db_url, folder)["chessboard_import_running"] == 0  # nobody holds the lock: killed
     lock = ImportLock(db_url)
     lock.acquire(timeout=0)

@@ -123,3 +123,26 @@ def prometheus_scraping(target: str, rule_files: list[Path] | None = None) -> It
             proc.wait()
         log.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def metrics_serve(env: dict[str, str], cwd: Path) -> Iterator[str]:
+    """`pin-chessboard metrics serve` on a free port with `env`; yields its host:port once it listens."""
+    import sys
+
+    port = free_port()
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "pin_chessboard_pipelines.cli", "metrics", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+    )
+    try:
+        assert serve.stdout is not None and serve.stdout.readline().startswith("metrics on ")
+        yield f"127.0.0.1:{port}"
+    finally:
+        serve.terminate()
+        serve.wait(timeout=30)
+        if serve.stdout is not None:
+            serve.stdout.close()
