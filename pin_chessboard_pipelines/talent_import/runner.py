@@ -208,10 +208,11 @@ class ImportSession:
                     ) from None
                 Stopper(self.should_stop).sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
-    def join(self) -> ImportSession:
+    def join(self, admit: Callable[[ImportSession], None] | None = None) -> ImportSession:
         """This process's share of the import of `request.correlation_id`: the Running row of this
         Dagster run if there is one (the CLI or another step opened it), else opened (started or
-        resumed) here. Every step of a run rebuilds its session this way, from the database."""
+        resumed) here. Every step of a run rebuilds its session this way, from the database.
+        `admit` runs before a row is opened here: it raises Refused to keep the run from starting."""
         with self.engine.connect() as conn:
             row = None if self.dagster_run_id is None else runs.run_of_dagster_run(conn, self.dagster_run_id)
             if row is None:
@@ -233,6 +234,8 @@ class ImportSession:
             ):
                 # another step of this Dagster run ended it (a page failed for good, a cancel)
                 raise RunEnded(row["status"], row["error"])
+        if admit is not None:
+            admit(self)
         return self.open(keep_lock=False)
 
     def _load_dry_run_state(self) -> None:

@@ -212,6 +212,50 @@ def test_a_held_lock_fails_the_run_with_the_error_code(env, engine, db_url):
     assert _runs(engine) == []
 
 
+def _failure_line(result: dg.ExecuteInProcessResult) -> str:
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    return failure.event_specific_data.user_failure_data.description
+
+
+@pytest.mark.slow
+def test_a_project_filter_with_another_developers_partition_is_refused(env, engine):
+    """The filters are mutually exclusive: a project re-sync runs on its own developer's partition
+    alone; on another one (or on several) the run is refused with one line and writes nothing."""
+    owner = dataset.project_owner(SPEC, 0)
+    project = dataset.entity_id(SPEC, "projects", 0)
+    other = next(d for i, d in enumerate(_developers()) if i != owner)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(PARTITION, _developers())
+        wrong = import_job().execute_in_process(
+            instance=instance,
+            run_config=_config(project_id_filter=project),
+            partition_key=other,
+            raise_on_error=False,
+        )
+        several = import_job().execute_in_process(
+            instance=instance,
+            run_config=_config(project_id_filter=project),
+            tags=_range_tags(_developers()),
+            raise_on_error=False,
+        )
+        assert not wrong.success and not several.success
+        line = _failure_line(wrong)
+        assert line.startswith("CHESSBOARD_IMPORT_INVALID_REQUEST: ") and "\n" not in line
+        assert "mutually exclusive" in line and f"belongs to developer {_developers()[owner]}" in line
+        assert "selects 3 partitions" in _failure_line(several)
+        assert _runs(engine) == [] and not _materializations(wrong, "developers")
+        right = import_job().execute_in_process(
+            instance=instance,
+            run_config=_config(project_id_filter=project),
+            partition_key=_developers()[owner],
+        )
+        assert right.success
+        [materialized] = _materializations(right, "property_objects")
+        assert materialized.partition == _developers()[owner]
+    [run] = _runs(engine)
+    assert run["scopes"] == [f"project:{project}"] and run["status"] == "Completed"
+
+
 def test_the_discovery_sensor_and_job_add_developer_partitions(env):
     defs = build_defs()
     sensor = defs.resolve_sensor_def("talent_developers_sensor")
