@@ -254,6 +254,17 @@ WHERE run_id = :run_id
 GROUP BY stage, error_code
 ORDER BY stage, error_code
 
+-- name: quarantined_items
+-- `import replay-failed`: the quarantined items of a stage (of one import run, or every run's).
+SELECT id, run_id, external_id, payload FROM chessboard.talent_import_failed_items
+WHERE stage = :stage AND external_id IS NOT NULL
+  AND (CAST(:run_id AS uuid) IS NULL OR run_id = CAST(:run_id AS uuid))
+ORDER BY id
+
+-- name: delete_quarantined_items
+-- The quarantine rows of the items a replay page read again, in that page's transaction.
+DELETE FROM chessboard.talent_import_failed_items WHERE id = ANY(:ids)
+
 -- name: latest_finished_run
 SELECT * FROM chessboard.talent_import_runs
 WHERE status <> 'Running'
