@@ -135,6 +135,8 @@ METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
     # import run's (every developer of it), then this Dagster run's own work
     "talent_import": {
         "developer_id": "the Talent id of the partition's developer",
+        "developer_name": "the developer's name in the replica, as of this run (the partition key "
+        "keeps the name the developer was first seen with)",
         **{key: f"this developer's items {text}" for key, text in _IMPORT_COUNTERS.items()},
         "planned": "this developer's items of the stage read from the source (an orphan, an item "
         "whose parent is not in the replica, counts under the developer whose listing it came from)",

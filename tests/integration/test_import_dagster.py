@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import threading
 import uuid
@@ -126,7 +127,14 @@ def test_one_partition_resyncs_one_developer(env, engine, caplog):
         assert result.success
         [materialized] = _materializations(result, "property_objects")
         # the partition's own figures first, the import run's after
-        assert list(materialized.metadata)[:5] == ["developer_id", "planned", "applied", "skipped", "failed"]
+        assert list(materialized.metadata)[:6] == [
+            "developer_id",
+            "developer_name",
+            "planned",
+            "applied",
+            "skipped",
+            "failed",
+        ]
         # the same scope again: its stages have the first run's totals for an ETA while walking
         again = import_job().execute_in_process(
             instance=instance, run_config=_config(), partition_key=developer
@@ -274,6 +282,46 @@ def test_the_discovery_sensor_and_job_add_developer_partitions(env):
         assert [developer_id_of(key) for key in keys] == _developers()
         again = sensor(dg.build_sensor_context(instance=instance, resources=_resources()))
         assert isinstance(again, dg.SkipReason) and "none new" in again.skip_message
+
+
+@pytest.mark.slow
+def test_a_developer_renamed_twice_keeps_one_partition_with_its_whole_history(env, engine):
+    """The key is frozen at first sight: Talent's renames add no partition (discovery job, sensor),
+    every re-sync materializes the same one, and its metadata names the developer as it is now."""
+    defs = build_defs()
+    sensor = defs.resolve_sensor_def("talent_developers_sensor")
+    discovery = defs.resolve_job_def(talent_config.DISCOVERY_JOB)
+    developer = _developers()[0]
+    names = []
+    with dg.instance_for_test() as instance:
+        for renames in range(3):
+            spec = dataclasses.replace(SPEC, developer_renames=renames, version=1 + renames)
+            env.set_spec(spec)
+            names.append(dataset.item(spec, "developers", 0)["name"])
+            assert discovery.execute_in_process(instance=instance).success
+            again = sensor(dg.build_sensor_context(instance=instance, resources=_resources()))
+            assert isinstance(again, dg.SkipReason) and "none new" in again.skip_message
+            [key] = [k for k in instance.get_dynamic_partitions(PARTITION) if developer_id_of(k) == developer]
+            result = import_job().execute_in_process(
+                instance=instance, run_config=_config(), partition_key=key
+            )
+            assert result.success
+        assert len(set(names)) == 3  # renamed twice
+        assert len(instance.get_dynamic_partitions(PARTITION)) == SPEC.developers
+        assert key == partition_key(developer, names[0])  # the name it was first seen with
+        history = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("developers"), asset_partitions=[key]), limit=10
+        ).records
+    current = [r.asset_materialization.metadata["developer_name"].value for r in reversed(history)]
+    assert current == names  # one partition, every re-sync, each with the name of its day
+    with engine.connect() as conn:
+        [row] = conn.execute(
+            sa.text(
+                "SELECT partition_key, name FROM chessboard.developer_partitions WHERE developer_id = :id"
+            ),
+            {"id": developer},
+        ).all()
+    assert tuple(row) == (key, names[-1])
 
 
 def test_the_discovery_sensor_skips_while_talent_is_down(env):
