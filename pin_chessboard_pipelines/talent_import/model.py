@@ -14,6 +14,7 @@ from pin_chessboard_pipelines.errors import EXIT_FAILED, ChessboardError
 from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult, DryRunState
 from pin_chessboard_pipelines.settings import Settings
+from pin_chessboard_pipelines.store.handbook_replica import HandbookCache
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.request import TalentInitialImportRequest
 from pin_chessboard_pipelines.talent_import.result import StageCounters
@@ -113,6 +114,8 @@ class ImportRun(Protocol):
 
     @property
     def loaded_handbook(self) -> Handbook: ...
+
+    handbooks: HandbookCache
 
     @property
     def page_size(self) -> int: ...

@@ -13,6 +13,7 @@ quarantined, the pages before and after it keep what they applied, and the repla
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -32,7 +33,7 @@ from pin_chessboard_pipelines.replica.apply import (
     ApplyResult,
     apply_snapshots,
 )
-from pin_chessboard_pipelines.store.handbook_replica import load_handbook
+from pin_chessboard_pipelines.store.handbook_replica import HandbookCache, load_handbook
 from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.talent.client import MAX_PAGE_LIMIT, TalentApiClient
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
@@ -102,6 +103,7 @@ def replay_failed(
         lock.acquire(lock_timeout_seconds, should_stop=should_stop)
         with engine.connect() as conn:
             handbook = load_handbook(conn)
+        handbooks = HandbookCache(handbook)  # each page's transaction reads it again after a rename
         for entity in ENTITIES:
             if should_stop():
                 result.status = "Cancelled"
@@ -116,7 +118,7 @@ def replay_failed(
                     run_id=run_id,
                     stage=entity.stage,
                 )
-                _replay_entity(engine, client, entity, quarantined, ctx, result, page_size)
+                _replay_entity(engine, client, entity, quarantined, ctx, result, page_size, handbooks)
     if result.failed_pages and result.status == "Completed":
         result.status = "Failed"
     result.duration_seconds = time.monotonic() - started
@@ -189,6 +191,7 @@ def _replay_entity(
     ctx: ApplyContext,
     result: ReplayResult,
     page_size: int,
+    handbooks: HandbookCache,
 ) -> None:
     """One entity's quarantined items read again, then applied and (those Talent still lists)
     removed from the quarantine page by page, one transaction each."""
@@ -204,7 +207,7 @@ def _replay_entity(
     for page_no, page in enumerate(pages):
         ids = [row for item in page for row in row_ids[str(item.get("id")).lower()]]
         try:
-            applied = _apply_page(engine, entity, page, ids, ctx)
+            applied = _apply_page(engine, entity, page, ids, ctx, handbooks)
         except Exception as error:  # this page rolled back alone: its rows stay quarantined
             result.failed_pages += 1
             result.error = result.error or f"{entity.stage} page {page_no}: {error_line(error)}"
@@ -242,10 +245,17 @@ def _replay_entity(
 
 
 def _apply_page(
-    engine: Engine, entity: Entity, page: list[Item], row_ids: list[int], ctx: ApplyContext
+    engine: Engine,
+    entity: Entity,
+    page: list[Item],
+    row_ids: list[int],
+    ctx: ApplyContext,
+    handbooks: HandbookCache,
 ) -> ApplyResult:
-    """One page's items applied and their quarantine rows removed, in one transaction."""
+    """One page's items applied and their quarantine rows removed, in one transaction (its events
+    named by the handbook as it is now: store/handbook_replica.py)."""
     with engine.begin() as conn:
-        applied = apply_snapshots(conn, entity.name, page, ctx)
+        page_ctx = dataclasses.replace(ctx, handbook=handbooks.for_publish(conn))
+        applied = apply_snapshots(conn, entity.name, page, page_ctx)
         conn.execute(queries("talent_import")["delete_quarantined_items"], {"ids": row_ids})
     return applied

@@ -25,7 +25,7 @@ from pin_chessboard_pipelines.recalc.queue import release_ended_import_requests,
 from pin_chessboard_pipelines.replica.apply import DryRunState, apply_snapshots
 from pin_chessboard_pipelines.retry import Retrier, Stopper
 from pin_chessboard_pipelines.store.engine import get_engine
-from pin_chessboard_pipelines.store.handbook_replica import load_handbook
+from pin_chessboard_pipelines.store.handbook_replica import HandbookCache, load_handbook
 from pin_chessboard_pipelines.talent_import import page_queue, page_worker, runs, stage_runner
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
 from pin_chessboard_pipelines.talent_import.model import (
@@ -70,6 +70,8 @@ class ImportSession:
         self.resumed = False
         self.opened_here = False  # this process started or resumed the run row (not joined it)
         self.handbook: Handbook | None = None
+        # what each page's transaction publishes with: read again there after a rename (store/handbook_replica.py)
+        self.handbooks = HandbookCache()
         self.dry_run_state = DryRunState() if request.dry_run else None
         self.reports: dict[str, StageReport] = {}
         # while this process holds the import (the CLI waits for its Dagster run meanwhile)
@@ -154,6 +156,7 @@ class ImportSession:
             self.run, self.resumed = self._start_or_resume(deadline=started + timeout, keep_lock=keep_lock)
             with self.engine.connect() as conn:
                 self.handbook = load_handbook(conn)
+                self.handbooks = HandbookCache(self.handbook)
         except BaseException:
             self.lock.release()
             raise
@@ -224,6 +227,7 @@ class ImportSession:
             ):
                 self.run = row
                 self.handbook = load_handbook(conn)
+                self.handbooks = HandbookCache(self.handbook)
                 self._load_dry_run_state()
                 self._start_trace()
                 return self
