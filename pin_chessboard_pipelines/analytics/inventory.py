@@ -8,9 +8,11 @@ of the day's largest scale, and leave as decimals, never through a binary float.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, localcontext
+from enum import StrEnum
 
 import numpy as np
 import pandas as pd
@@ -263,3 +265,65 @@ def _cell(text: object) -> str:
 
 def _money(value: Decimal | None) -> str:
     return "—" if value is None else f"{value:,.2f}"
+
+
+# -- which state a day's partition is made of (docs/store.md#analytics) -------------------------
+
+# A day is computed from the replica while it lasts (UTC), and this long after: a schedule tick at
+# 23:50 that runs late still reads the end of its own day.
+LIVE_GRACE = timedelta(hours=1)
+
+
+class DaySource(StrEnum):
+    REPLICA = "replica"  # the replica now: the day is today
+    HISTORY = "history"  # the rows recorded on that day, kept as they are
+
+
+class PastDayRefused(Exception):
+    """A past day with no rows recorded on it: the replica holds only the current state."""
+
+
+def live_until(day: date) -> datetime:
+    """Until when the replica's current state is still `day`'s."""
+    return datetime.combine(day + timedelta(days=1), time.min, tzinfo=UTC) + LIVE_GRACE
+
+
+def day_source(day: date, now: datetime, recorded_at: datetime | None) -> DaySource:
+    """Where `day`'s partition comes from at `now`: the replica while the day lasts, afterwards the
+    rows recorded on it (`recorded_at`: their computed_at; None: none); raises PastDayRefused."""
+    ends = live_until(day)
+    if now < ends:
+        return DaySource.REPLICA
+    if recorded_at is not None and recorded_at < ends:
+        return DaySource.HISTORY
+    later = (
+        ""
+        if recorded_at is None
+        else f" (its stored rows were computed {recorded_at:%Y-%m-%d %H:%M} UTC, after it)"
+    )
+    raise PastDayRefused(
+        f"project_inventory_daily {day}: a past day is not computed from the replica, which holds "
+        f"only the current state, and no rows were recorded on that day{later}; a day is computed "
+        f"until {ends:%Y-%m-%d %H:%M} UTC, later only the rows recorded on it are kept"
+    )
+
+
+def recorded_totals(frame: pd.DataFrame) -> DayTotals:
+    """The totals of a day's recorded rows (TABLE_COLUMNS); the day's median over every free price
+    is not in them (None)."""
+    return DayTotals(
+        projects=len(frame),
+        free_objects=int(sum(frame["free_count"])),
+        total_objects=int(sum(frame["total_count"])),
+        free_value=sum((Decimal(v) for v in frame["free_value"]), Decimal(0)),
+        median_free_price=None,
+    )
+
+
+def recorded_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """Recorded rows as they are written again (layouts_by_rooms as JSON text, like a computed day's)."""
+    return frame.assign(
+        layouts_by_rooms=[
+            v if isinstance(v, str) else json.dumps(v, sort_keys=True) for v in frame["layouts_by_rooms"]
+        ]
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from uuid import UUID
 
 import pandas as pd
@@ -86,6 +86,11 @@ def replace_inventory_day(conn: Connection, day: date, frame: pd.DataFrame) -> i
 def read_inventory_day(conn: Connection, day: date) -> pd.DataFrame:
     rows = conn.execute(queries("analytics")["inventory_day"], {"day": day}).mappings().all()
     return pd.DataFrame([dict(r) for r in rows], columns=list(TABLE_COLUMNS))
+
+
+def recorded_at(conn: Connection, day: date) -> datetime | None:
+    """When the stored rows of `day` were computed (None: no row)."""
+    return conn.execute(queries("analytics")["inventory_day_recorded_at"], {"day": day}).scalar()
 
 
 def drift(conn: Connection) -> list[Divergence]:

@@ -124,7 +124,10 @@ def run_import_command(
 
     from pin_chessboard_pipelines.cli.jobs import execute_as_launched
     from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB, PARTITIONS, TalentImportConfig
-    from pin_chessboard_pipelines.defs.talent_import.partitions import add_developer_partitions, partition_key
+    from pin_chessboard_pipelines.defs.talent_import.partitions import (
+        add_developer_partitions,
+        frozen_partition_keys,
+    )
     from pin_chessboard_pipelines.defs.talent_import.pool import (
         ensure_import_pool,
         fail_runs_of_gone_imports,
@@ -186,9 +189,12 @@ def run_import_command(
             wanted = request.developer_ids[0].lower()
             names = {developer_id.lower(): name for developer_id, name in developers}
             developers = [(request.developer_ids[0], names.get(wanted, ""))]
-        add_developer_partitions(instance, developers)
+        add_developer_partitions(instance, session.engine, developers)
         if request.developer_ids or request.project_id:
-            selected = [partition_key(*developer) for developer in developers[:1]]
+            frozen = frozen_partition_keys(
+                session.engine, developers[:1], instance.get_dynamic_partitions(PARTITIONS)
+            )
+            selected = list(frozen.values())
         else:
             selected = list(instance.get_dynamic_partitions(PARTITIONS))
         if not selected:

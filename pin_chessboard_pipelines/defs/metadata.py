@@ -135,6 +135,8 @@ METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
     # import run's (every developer of it), then this Dagster run's own work
     "talent_import": {
         "developer_id": "the Talent id of the partition's developer",
+        "developer_name": "the developer's name in the replica, as of this run (the partition key "
+        "keeps the name the developer was first seen with)",
         **{key: f"this developer's items {text}" for key, text in _IMPORT_COUNTERS.items()},
         "planned": "this developer's items of the stage read from the source (an orphan, an item "
         "whose parent is not in the replica, counts under the developer whose listing it came from)",
@@ -211,6 +213,10 @@ ASSET_METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
         "projects": "live, non-archived projects that day",
         "top_projects": f"the {TOP_PROJECTS} projects with the most free inventory (by value)",
         "computed_at": "when the replica was read: a partition is the state at that time",
+        "as_of": "as of when the numbers are: the replica's read (a day computed while it lasts), or "
+        "the computed_at of the rows recorded on that day (a past day materialized again)",
+        "as_of_source": "`replica` (computed now, the day is today) or `history` (a past day: the rows "
+        "recorded on it, kept as they are; no median and no top projects)",
         "run_figures": "not a plot, the run's own cost: `read_seconds` (the one COPY read of the replica), "
         "`compute_seconds` (the pandas computation), `read_megabytes` (CSV bytes streamed from PostgreSQL)",
     },

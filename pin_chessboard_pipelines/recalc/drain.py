@@ -22,7 +22,6 @@ from uuid import UUID
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.errors import error_line
-from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.recalc import queue
@@ -42,7 +41,7 @@ from pin_chessboard_pipelines.retry import (
     StopReason,
     transient_reason,
 )
-from pin_chessboard_pipelines.store.handbook_replica import load_handbook
+from pin_chessboard_pipelines.store.handbook_replica import HandbookCache
 
 __all__ = ["REPUBLISHED", "DrainResult", "drain", "drain_until", "store_policy"]
 
@@ -186,7 +185,7 @@ def drain(
     time_budget_seconds: float | None = None,
     should_stop: Callable[[], bool] | None = None,
     correlation_id: str | None = None,
-    handbook: Handbook | None = None,
+    handbooks: HandbookCache | None = None,
     logger: logging.Logger | logging.LoggerAdapter = log,
     run_log: Any = None,
     exclude: frozenset[UUID] = frozenset(),
@@ -207,11 +206,10 @@ def drain(
     stopper = Stopper(should_stop, deadline=deadline)
     loop = _DrainLoop(engine, batch_size, policy, stopper, run_log or logger, exclude)
     try:
-        if handbook is None:
-            handbook = loop.retrier("read the handbook", lambda: _read_handbook(engine))
         ctx = ProjectContext(
             poison_attempts=poison_attempts,
-            handbook=handbook,
+            # each project's transaction reads it under HANDBOOK_CHANGE_LOCK (re-read after a rename)
+            handbooks=HandbookCache() if handbooks is None else handbooks,
             correlation_id=correlation_id or str(uuid.uuid4()),
             logger=logger,
             alerts=run_log,
@@ -312,11 +310,6 @@ class _DrainLoop:
         return True
 
 
-def _read_handbook(engine: Engine) -> Handbook:
-    with engine.connect() as conn:
-        return load_handbook(conn)
-
-
 def drain_until(
     engine: Engine,
     *,
@@ -350,15 +343,18 @@ def drain_until(
         run_log=run_log,
         policy=policy,
     )
-    handbook: Handbook | None = None
+    handbooks = HandbookCache()  # the slot's, read again in a project's transaction after a rename
     first = True  # a first pass is made even when the run starts after `ends_at`
     while not slot.stopper.stopped() and (first or clock() < ends_at):
         try:
-            handbook = _read_handbook(engine) if handbook is None else handbook
             # a run that started late (a loaded machine) still drains what is due once
             budget = max(ends_at - clock(), FIRST_PASS_SECONDS if first else 0.0)
             result = drain(
-                engine, time_budget_seconds=budget, handbook=handbook, **pass_options, exclude=slot.waiting()
+                engine,
+                time_budget_seconds=budget,
+                handbooks=handbooks,
+                **pass_options,
+                exclude=slot.waiting(),
             )
             due_in = slot.next_due_in()
         except Exception as error:  # noqa: BLE001 - a transient one is ridden out, any other raised

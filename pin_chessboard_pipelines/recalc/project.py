@@ -33,6 +33,7 @@ from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.recalc import queue
 from pin_chessboard_pipelines.recalc.queue import LAST_ERROR_MAX
 from pin_chessboard_pipelines.retry import transient_reason
+from pin_chessboard_pipelines.store.handbook_replica import HandbookCache
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class ProjectContext:
     """What every project of a drain shares."""
 
     poison_attempts: int
-    handbook: Handbook
+    handbooks: HandbookCache
     correlation_id: str
     logger: Logger = log  # the per-project lines
     alerts: Any = None  # failures and poison alerts (e.g. a Dagster run's log); None = `logger`
@@ -137,6 +138,8 @@ def process_project(conn: Connection, project_id: UUID, ctx: ProjectContext) -> 
 
 def _recalc_in_transaction(conn: Connection, project_id: UUID, ctx: ProjectContext) -> ProjectOutcome:
     with conn.begin():
+        # first, before the claim locks rows: handbook-sync takes its lock before the projects' rows
+        handbook = ctx.handbooks.for_publish(conn)
         claim = queue.claim_project(conn, project_id, ctx.poison_attempts)
         if claim is None:
             return ProjectOutcome(project_id, Result.TAKEN)
@@ -153,7 +156,7 @@ def _recalc_in_transaction(conn: Connection, project_id: UUID, ctx: ProjectConte
             if label == "building":
                 buildings_changed = int(text)
             elif label in _REPUBLISHED_ENTITIES:
-                events.append(_event(label, parse_row(text), ctx.handbook, ctx.correlation_id))
+                events.append(_event(label, parse_row(text), handbook, ctx.correlation_id))
                 republished[label] += 1
         write_outbox(conn, events)
     return ProjectOutcome(

@@ -235,6 +235,19 @@ Index(
 Index("ix_projects_city_live", projects.c.city_id, projects.c.id, postgresql_where=text("deleted_at IS NULL"))
 
 # Operational tables (docs/store.md#operational-tables).
+
+# The talent_developers partition of each Talent developer, its key frozen at first sight (a rename
+# in Talent keeps it; docs/talent-initial-import.md#partitions); `name` is the developer's latest.
+developer_partitions = Table(
+    "developer_partitions",
+    metadata,
+    Column("developer_id", UUID(as_uuid=True), primary_key=True),  # the Talent id
+    Column("partition_key", Text, nullable=False, unique=True),
+    Column("name", Text, nullable=False),
+    _ts("first_seen_at"),
+    _ts("renamed_at", nullable=True, default=False),
+)
+
 project_recalc_requests = Table(
     "project_recalc_requests",
     metadata,

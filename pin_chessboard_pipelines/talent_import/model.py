@@ -15,6 +15,7 @@ from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.recalc.queue import IMPORT_RUN_ALIVE_SECONDS
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult, DryRunState
 from pin_chessboard_pipelines.settings import Settings
+from pin_chessboard_pipelines.store.handbook_replica import HandbookCache
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.request import TalentInitialImportRequest
 from pin_chessboard_pipelines.talent_import.result import StageCounters
@@ -114,6 +115,8 @@ class ImportRun(Protocol):
 
     @property
     def loaded_handbook(self) -> Handbook: ...
+
+    handbooks: HandbookCache
 
     @property
     def page_size(self) -> int: ...

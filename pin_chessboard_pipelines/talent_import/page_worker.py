@@ -8,6 +8,7 @@ the first error, the page cache, the apply context and the figures of the stage 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -298,6 +299,8 @@ class PageWorker:
                     stage, page.cursor, Scope.from_key(page.scope), page_size=session.page_size
                 )
             with session.engine.begin() as conn:
+                # first: the names of this page's events are the handbook's now (store/handbook_replica.py)
+                context = dataclasses.replace(self.work.context, handbook=session.handbooks.for_publish(conn))
                 if not page_queue.hold_claimed_page(conn, page):
                     log_event(
                         log,
@@ -307,7 +310,7 @@ class PageWorker:
                         Reason="the claim was taken over",
                     )
                     return
-                result = session.apply_items(conn, stage.name, items, self.work.context)
+                result = session.apply_items(conn, stage.name, items, context)
                 page_queue.complete_page(conn, page, len(items), result)
         except TalentCancelled:
             self.work.retrying("release a page", lambda: self._release(page))

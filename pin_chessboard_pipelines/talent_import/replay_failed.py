@@ -6,11 +6,14 @@ listing filtered by the developer or project the quarantined payload names), app
 the same path as the import (apply_snapshots), stage by stage in parent -> child order, and
 removes the quarantine rows of the items it re-read: an item that applied leaves the quarantine,
 an item that fails again is quarantined again (a fresh row with the new error). Items Talent no
-longer has stay quarantined. One transaction per stage, under the import lock.
+longer has stay quarantined. Under the import lock, one transaction per page of `page_size` items
+(as the import's pages): a page whose transaction fails is rolled back alone, its items stay
+quarantined, the pages before and after it keep what they applied, and the replay ends Failed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -18,16 +21,23 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.entities import ENTITIES, Entity
+from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.observability.logs import log_event
-from pin_chessboard_pipelines.replica.apply import STREAMING_RUN_ID, ApplyContext, apply_snapshots
-from pin_chessboard_pipelines.store.handbook_replica import load_handbook
+from pin_chessboard_pipelines.replica.apply import (
+    STREAMING_RUN_ID,
+    ApplyContext,
+    ApplyResult,
+    apply_snapshots,
+)
+from pin_chessboard_pipelines.store.handbook_replica import HandbookCache, load_handbook
+from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.talent.client import MAX_PAGE_LIMIT, TalentApiClient
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
+from pin_chessboard_pipelines.talent_import.request import DEFAULT_PAGE_SIZE
 from pin_chessboard_pipelines.talent_import.result import StageCounters
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
@@ -46,6 +56,8 @@ class ReplayResult:
     )
     removed: int = 0  # quarantine rows removed (their items were read again)
     missing: int = 0  # quarantined items Talent no longer has (their rows stay)
+    failed_pages: int = 0  # pages whose transaction failed (rolled back, their rows stay)
+    error: str | None = None  # the first failed page's error
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +70,8 @@ class ReplayResult:
             "stages": {stage: counters.to_dict() for stage, counters in self.stages.items()},
             "removedFromQuarantine": self.removed,
             "missingInTalent": self.missing,
+            "failedPages": self.failed_pages,
+            **({"error": self.error} if self.error else {}),
         }
 
 
@@ -79,6 +93,7 @@ def replay_failed(
     cap_seconds: float,
     lock_timeout_seconds: float,
     url: str,
+    page_size: int = DEFAULT_PAGE_SIZE,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> ReplayResult:
     """Re-reads, re-applies and un-quarantines; raises Refused when the import lock stays held."""
@@ -88,6 +103,7 @@ def replay_failed(
         lock.acquire(lock_timeout_seconds, should_stop=should_stop)
         with engine.connect() as conn:
             handbook = load_handbook(conn)
+        handbooks = HandbookCache(handbook)  # each page's transaction reads it again after a rename
         for entity in ENTITIES:
             if should_stop():
                 result.status = "Cancelled"
@@ -102,7 +118,9 @@ def replay_failed(
                     run_id=run_id,
                     stage=entity.stage,
                 )
-                _replay_entity(engine, client, entity, quarantined, ctx, result)
+                _replay_entity(engine, client, entity, quarantined, ctx, result, page_size, handbooks)
+    if result.failed_pages and result.status == "Completed":
+        result.status = "Failed"
     result.duration_seconds = time.monotonic() - started
     return result
 
@@ -118,11 +136,7 @@ def _single_run(rows: list[_Quarantined]) -> UUID | None:
 def _quarantined(engine: Engine, entity: Entity, run_id: UUID | None) -> list[_Quarantined]:
     with engine.connect() as conn:
         rows = conn.execute(
-            sa.text(
-                "SELECT id, run_id, external_id, payload FROM chessboard.talent_import_failed_items "
-                "WHERE stage = :stage AND external_id IS NOT NULL "
-                "AND (CAST(:run_id AS uuid) IS NULL OR run_id = CAST(:run_id AS uuid)) ORDER BY id"
-            ),
+            queries("talent_import")["quarantined_items"],
             {"stage": entity.stage, "run_id": None if run_id is None else str(run_id)},
         ).all()
     return [_Quarantined(r.id, r.run_id, r.external_id, r.payload) for r in rows]
@@ -173,27 +187,48 @@ def _replay_entity(
     engine: Engine,
     client: TalentApiClient,
     entity: Entity,
-    quarantined: list,
+    quarantined: list[_Quarantined],
     ctx: ApplyContext,
     result: ReplayResult,
+    page_size: int,
+    handbooks: HandbookCache,
 ) -> None:
-    """One entity's quarantined items read again, applied and (those Talent still lists) removed
-    from the quarantine, in one transaction."""
+    """One entity's quarantined items read again, then applied and (those Talent still lists)
+    removed from the quarantine page by page, one transaction each."""
     items = _read_again(client, entity, quarantined)
-    found = {str(item.get("id")).lower() for item in items}
-    reread = [q for q in quarantined if q.external_id.lower() in found]
+    row_ids: dict[str, list[int]] = {}
+    for q in quarantined:
+        row_ids.setdefault(q.external_id.lower(), []).append(q.row_id)
+    reread = [q for q in quarantined if q.external_id.lower() in {str(i.get("id")).lower() for i in items}]
     result.missing += len(quarantined) - len(reread)
     ctx.run_id = ctx.run_id or _single_run(reread)
-    with engine.begin() as conn:
-        applied = apply_snapshots(conn, entity.name, items, ctx)
-        conn.execute(
-            sa.text("DELETE FROM chessboard.talent_import_failed_items WHERE id = ANY(:ids)"),
-            {"ids": [q.row_id for q in reread]},
-        )
-    result.removed += len(reread)
-    result.stages[entity.stage] = StageCounters(
-        planned=applied.planned, applied=applied.applied, skipped=applied.skipped, failed=applied.failed
-    )
+    counters = StageCounters()
+    pages = [items[start : start + page_size] for start in range(0, len(items), page_size)]
+    for page_no, page in enumerate(pages):
+        ids = [row for item in page for row in row_ids[str(item.get("id")).lower()]]
+        try:
+            applied = _apply_page(engine, entity, page, ids, ctx, handbooks)
+        except Exception as error:  # this page rolled back alone: its rows stay quarantined
+            result.failed_pages += 1
+            result.error = result.error or f"{entity.stage} page {page_no}: {error_line(error)}"
+            counters.planned += len(page)
+            log_event(
+                log,
+                logging.ERROR,
+                "quarantine-replay-page-failed",
+                Stage=entity.stage,
+                PageNo=page_no,
+                CorrelationId=ctx.correlation_id,
+                Items=len(page),
+                Error=repr(error_line(error)),
+            )
+            continue
+        result.removed += len(ids)
+        counters.planned += applied.planned
+        counters.applied += applied.applied
+        counters.skipped += applied.skipped
+        counters.failed += applied.failed
+    result.stages[entity.stage] = counters
     log_event(
         log,
         logging.INFO,
@@ -202,7 +237,25 @@ def _replay_entity(
         CorrelationId=ctx.correlation_id,
         Quarantined=len(quarantined),
         ReadAgain=len(reread),
-        ItemsApplied=applied.applied,
-        ItemsSkipped=applied.skipped,
-        ItemsFailed=applied.failed,
+        Pages=len(pages),
+        ItemsApplied=counters.applied,
+        ItemsSkipped=counters.skipped,
+        ItemsFailed=counters.failed,
     )
+
+
+def _apply_page(
+    engine: Engine,
+    entity: Entity,
+    page: list[Item],
+    row_ids: list[int],
+    ctx: ApplyContext,
+    handbooks: HandbookCache,
+) -> ApplyResult:
+    """One page's items applied and their quarantine rows removed, in one transaction (its events
+    named by the handbook as it is now: store/handbook_replica.py)."""
+    with engine.begin() as conn:
+        page_ctx = dataclasses.replace(ctx, handbook=handbooks.for_publish(conn))
+        applied = apply_snapshots(conn, entity.name, page, page_ctx)
+        conn.execute(queries("talent_import")["delete_quarantined_items"], {"ids": row_ids})
+    return applied

@@ -25,7 +25,7 @@ from pin_chessboard_pipelines.recalc.queue import release_ended_import_requests,
 from pin_chessboard_pipelines.replica.apply import DryRunState, apply_snapshots
 from pin_chessboard_pipelines.retry import Retrier, Stopper
 from pin_chessboard_pipelines.store.engine import get_engine
-from pin_chessboard_pipelines.store.handbook_replica import load_handbook
+from pin_chessboard_pipelines.store.handbook_replica import HandbookCache, load_handbook
 from pin_chessboard_pipelines.talent_import import page_queue, page_worker, runs, stage_runner
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
 from pin_chessboard_pipelines.talent_import.model import (
@@ -70,6 +70,8 @@ class ImportSession:
         self.resumed = False
         self.opened_here = False  # this process started or resumed the run row (not joined it)
         self.handbook: Handbook | None = None
+        # what each page's transaction publishes with: read again there after a rename (store/handbook_replica.py)
+        self.handbooks = HandbookCache()
         self.dry_run_state = DryRunState() if request.dry_run else None
         self.reports: dict[str, StageReport] = {}
         # while this process holds the import (the CLI waits for its Dagster run meanwhile)
@@ -154,6 +156,7 @@ class ImportSession:
             self.run, self.resumed = self._start_or_resume(deadline=started + timeout, keep_lock=keep_lock)
             with self.engine.connect() as conn:
                 self.handbook = load_handbook(conn)
+                self.handbooks = HandbookCache(self.handbook)
         except BaseException:
             self.lock.release()
             raise
@@ -208,10 +211,11 @@ class ImportSession:
                     ) from None
                 Stopper(self.should_stop).sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
-    def join(self) -> ImportSession:
+    def join(self, admit: Callable[[ImportSession], None] | None = None) -> ImportSession:
         """This process's share of the import of `request.correlation_id`: the Running row of this
         Dagster run if there is one (the CLI or another step opened it), else opened (started or
-        resumed) here. Every step of a run rebuilds its session this way, from the database."""
+        resumed) here. Every step of a run rebuilds its session this way, from the database.
+        `admit` runs before a row is opened here: it raises Refused to keep the run from starting."""
         with self.engine.connect() as conn:
             row = None if self.dagster_run_id is None else runs.run_of_dagster_run(conn, self.dagster_run_id)
             if row is None:
@@ -223,6 +227,7 @@ class ImportSession:
             ):
                 self.run = row
                 self.handbook = load_handbook(conn)
+                self.handbooks = HandbookCache(self.handbook)
                 self._load_dry_run_state()
                 self._start_trace()
                 return self
@@ -233,6 +238,8 @@ class ImportSession:
             ):
                 # another step of this Dagster run ended it (a page failed for good, a cancel)
                 raise RunEnded(row["status"], row["error"])
+        if admit is not None:
+            admit(self)
         return self.open(keep_lock=False)
 
     def _load_dry_run_state(self) -> None:

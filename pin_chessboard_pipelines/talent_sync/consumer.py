@@ -58,7 +58,7 @@ from pin_chessboard_pipelines.observability.metrics import (
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
 from pin_chessboard_pipelines.retry import Retrier, Stopper, StopReason
-from pin_chessboard_pipelines.store.handbook_replica import load_handbook, load_handbook_for_publish
+from pin_chessboard_pipelines.store.handbook_replica import HandbookCache, load_handbook
 from pin_chessboard_pipelines.talent.topic_reader import check_topics, decode_message, is_tombstone
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, TALENT_SYNC_LOCK
 from pin_chessboard_pipelines.talent_sync.result import SyncResult
@@ -102,6 +102,7 @@ class TalentSync(BatchConsumer[SyncResult]):
         self.cap_seconds = cap_seconds
         self._paused: set[int] = set()  # stage indexes waiting for their parents
         self._contexts: dict[str, ApplyContext] = {}
+        self._handbooks = HandbookCache()
 
     # -- the loop's hooks ---------------------------------------------------------------------
 
@@ -114,6 +115,7 @@ class TalentSync(BatchConsumer[SyncResult]):
 
     def _prepare(self, stopper: Stopper) -> None:
         handbook = Retrier(self.policy, stopper)("read the handbook", self._handbook)
+        self._handbooks = HandbookCache(handbook)
         self._contexts = {
             stage.topic: ApplyContext(
                 correlation_id=self.correlation_id,
@@ -223,7 +225,7 @@ class TalentSync(BatchConsumer[SyncResult]):
         with self.engine.begin() as conn:
             # the names of this transaction's events are the handbook's now, not the run's start
             # (a rename commits between batches: docs/store.md#handbook-sync)
-            handbook = load_handbook_for_publish(conn)
+            handbook = self._handbooks.for_publish(conn)
             for context in self._contexts.values():
                 context.handbook = handbook
             for stage in ENTITIES:  # parent -> child

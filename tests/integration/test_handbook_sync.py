@@ -5,6 +5,7 @@ Kafka, in batches; stale values, unchanged names and invalid values republish no
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 import sqlalchemy as sa
@@ -290,3 +291,69 @@ def test_a_producer_reading_the_handbook_waits_for_a_rename_and_reads_its_name(e
         assert thread.is_alive() and "name" not in seen  # waiting on the rename's transaction
     thread.join(10)
     assert seen["name"] == "Москва-2"
+
+
+def test_a_rename_during_a_long_lived_drain_slot_reaches_every_recalc_after_it(engine, broker):
+    """The recalc keeps the handbook for its whole slot, yet every event written after
+    handbook-sync's commit carries the new name: each project's transaction takes HANDBOOK_CHANGE_LOCK
+    shared and reads the handbook again when handbook-sync changed it."""
+    from pin_chessboard_pipelines.recalc.drain import drain_until
+    from tests.support.recalc_data import StoreBuilder, standard_project
+
+    with engine.begin() as conn:
+        builder = StoreBuilder(conn)
+        first, second = standard_project(builder), standard_project(builder)  # both in region 77
+        builder.request(first)
+    marks: dict[str, int] = {}
+    slot_over = threading.Event()
+
+    def after_pass(result) -> None:
+        if "renamed" not in marks:  # the slot's first pass published with the shipped name
+            marks["before"] = last_outbox_id(engine)
+            rename_region(broker, 77, "Город Москва", version=2)
+            assert sync(engine, broker).renamed == 1  # committed: its republish of both is written
+            marks["renamed"] = last_outbox_id(engine)
+            with engine.begin() as conn:
+                StoreBuilder(conn).request(second)  # recalculated in the same slot
+        else:
+            slot_over.set()
+
+    ends_at = time.time() + 120
+
+    def clock() -> float:
+        return ends_at if slot_over.is_set() else time.time()
+
+    result = drain_until(engine, ends_at=ends_at, poll_seconds=0.2, after_pass=after_pass, clock=clock)
+    assert result.recalculated == 2 and result.passes == 2
+    names = [e["payload"]["regionSnapshot"]["name"] for e in outbox_projects(engine)]
+    assert names[0] != "Город Москва"  # the first recalc, before the rename
+    after_commit = outbox_projects(engine, marks["renamed"])
+    assert len(after_commit) == 1  # the second project's recalc
+    assert [e["payload"]["regionSnapshot"] for e in after_commit] == [{"id": 77, "name": "Город Москва"}]
+    republished = outbox_projects(engine, marks["before"])[: -len(after_commit)]
+    assert len(republished) == 2 and all(
+        e["payload"]["regionSnapshot"]["name"] == "Город Москва" for e in republished
+    )
+    # the recalc's event is newer than handbook-sync's republish: the consumers' version guard keeps it
+    assert after_commit[0]["payload"]["version"] > max(
+        e["payload"]["version"] for e in republished if e["message_key"] == after_commit[0]["message_key"]
+    )
+
+
+def test_a_kept_handbook_is_read_again_only_after_a_change(engine):
+    """HandbookCache: a publishing transaction keeps the handbook while its stamp is unchanged and
+    reads it again once handbook-sync changed a name (an import's page, talent-sync's batch)."""
+    from pin_chessboard_pipelines.store.handbook_replica import HandbookCache
+
+    cache = HandbookCache()
+    with engine.begin() as conn:
+        first = cache.for_publish(conn)
+    with engine.begin() as conn:
+        assert cache.for_publish(conn) is first  # unchanged: one small query, no read
+    with engine.begin() as conn:
+        handbook_store.apply_values(
+            conn, [HandbookValue(Kind.CITY, 1, "Москва-сити", 2, region_id=77)], [], "test"
+        )
+    with engine.begin() as conn:
+        again = cache.for_publish(conn)
+    assert again is not first and again.cities[1]["name"] == "Москва-сити"

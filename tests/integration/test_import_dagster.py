@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import threading
 import uuid
@@ -126,7 +127,14 @@ def test_one_partition_resyncs_one_developer(env, engine, caplog):
         assert result.success
         [materialized] = _materializations(result, "property_objects")
         # the partition's own figures first, the import run's after
-        assert list(materialized.metadata)[:5] == ["developer_id", "planned", "applied", "skipped", "failed"]
+        assert list(materialized.metadata)[:6] == [
+            "developer_id",
+            "developer_name",
+            "planned",
+            "applied",
+            "skipped",
+            "failed",
+        ]
         # the same scope again: its stages have the first run's totals for an ETA while walking
         again = import_job().execute_in_process(
             instance=instance, run_config=_config(), partition_key=developer
@@ -212,6 +220,50 @@ def test_a_held_lock_fails_the_run_with_the_error_code(env, engine, db_url):
     assert _runs(engine) == []
 
 
+def _failure_line(result: dg.ExecuteInProcessResult) -> str:
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    return failure.event_specific_data.user_failure_data.description
+
+
+@pytest.mark.slow
+def test_a_project_filter_with_another_developers_partition_is_refused(env, engine):
+    """The filters are mutually exclusive: a project re-sync runs on its own developer's partition
+    alone; on another one (or on several) the run is refused with one line and writes nothing."""
+    owner = dataset.project_owner(SPEC, 0)
+    project = dataset.entity_id(SPEC, "projects", 0)
+    other = next(d for i, d in enumerate(_developers()) if i != owner)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(PARTITION, _developers())
+        wrong = import_job().execute_in_process(
+            instance=instance,
+            run_config=_config(project_id_filter=project),
+            partition_key=other,
+            raise_on_error=False,
+        )
+        several = import_job().execute_in_process(
+            instance=instance,
+            run_config=_config(project_id_filter=project),
+            tags=_range_tags(_developers()),
+            raise_on_error=False,
+        )
+        assert not wrong.success and not several.success
+        line = _failure_line(wrong)
+        assert line.startswith("CHESSBOARD_IMPORT_INVALID_REQUEST: ") and "\n" not in line
+        assert "mutually exclusive" in line and f"belongs to developer {_developers()[owner]}" in line
+        assert "selects 3 partitions" in _failure_line(several)
+        assert _runs(engine) == [] and not _materializations(wrong, "developers")
+        right = import_job().execute_in_process(
+            instance=instance,
+            run_config=_config(project_id_filter=project),
+            partition_key=_developers()[owner],
+        )
+        assert right.success
+        [materialized] = _materializations(right, "property_objects")
+        assert materialized.partition == _developers()[owner]
+    [run] = _runs(engine)
+    assert run["scopes"] == [f"project:{project}"] and run["status"] == "Completed"
+
+
 def test_the_discovery_sensor_and_job_add_developer_partitions(env):
     defs = build_defs()
     sensor = defs.resolve_sensor_def("talent_developers_sensor")
@@ -230,6 +282,46 @@ def test_the_discovery_sensor_and_job_add_developer_partitions(env):
         assert [developer_id_of(key) for key in keys] == _developers()
         again = sensor(dg.build_sensor_context(instance=instance, resources=_resources()))
         assert isinstance(again, dg.SkipReason) and "none new" in again.skip_message
+
+
+@pytest.mark.slow
+def test_a_developer_renamed_twice_keeps_one_partition_with_its_whole_history(env, engine):
+    """The key is frozen at first sight: Talent's renames add no partition (discovery job, sensor),
+    every re-sync materializes the same one, and its metadata names the developer as it is now."""
+    defs = build_defs()
+    sensor = defs.resolve_sensor_def("talent_developers_sensor")
+    discovery = defs.resolve_job_def(talent_config.DISCOVERY_JOB)
+    developer = _developers()[0]
+    names = []
+    with dg.instance_for_test() as instance:
+        for renames in range(3):
+            spec = dataclasses.replace(SPEC, developer_renames=renames, version=1 + renames)
+            env.set_spec(spec)
+            names.append(dataset.item(spec, "developers", 0)["name"])
+            assert discovery.execute_in_process(instance=instance).success
+            again = sensor(dg.build_sensor_context(instance=instance, resources=_resources()))
+            assert isinstance(again, dg.SkipReason) and "none new" in again.skip_message
+            [key] = [k for k in instance.get_dynamic_partitions(PARTITION) if developer_id_of(k) == developer]
+            result = import_job().execute_in_process(
+                instance=instance, run_config=_config(), partition_key=key
+            )
+            assert result.success
+        assert len(set(names)) == 3  # renamed twice
+        assert len(instance.get_dynamic_partitions(PARTITION)) == SPEC.developers
+        assert key == partition_key(developer, names[0])  # the name it was first seen with
+        history = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("developers"), asset_partitions=[key]), limit=10
+        ).records
+    current = [r.asset_materialization.metadata["developer_name"].value for r in reversed(history)]
+    assert current == names  # one partition, every re-sync, each with the name of its day
+    with engine.connect() as conn:
+        [row] = conn.execute(
+            sa.text(
+                "SELECT partition_key, name FROM chessboard.developer_partitions WHERE developer_id = :id"
+            ),
+            {"id": developer},
+        ).all()
+    assert tuple(row) == (key, names[-1])
 
 
 def test_the_discovery_sensor_skips_while_talent_is_down(env):

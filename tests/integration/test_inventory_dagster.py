@@ -5,13 +5,14 @@ aggregates once the recalc queue is drained, and the refusal while the audit rep
 from __future__ import annotations
 
 import uuid
-from datetime import date
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
 
 import dagster as dg
 import pytest
 import sqlalchemy as sa
 
+from pin_chessboard_pipelines.defs.analytics import definitions as inventory_definitions
 from pin_chessboard_pipelines.defs.analytics.definitions import (
     ASSET_KEY,
     DRIFT_CHECK,
@@ -37,7 +38,19 @@ def _resources(db_url: str) -> dict:
     return {"chessboard": chessboard, IO_MANAGER_KEY: DailyTableIOManager(chessboard=chessboard)}
 
 
-def _materialize(db_url: str, instance: dg.DagsterInstance, day: str) -> dg.ExecuteInProcessResult:
+_NOW: dict[str, datetime] = {}
+
+
+@pytest.fixture(autouse=True)
+def _clock(monkeypatch):
+    """The asset's clock: each materialization runs at 23:50 UTC of its day unless a test says."""
+    monkeypatch.setattr(inventory_definitions, "utc_now", lambda: _NOW["now"])
+
+
+def _materialize(
+    db_url: str, instance: dg.DagsterInstance, day: str, now: datetime | None = None
+) -> dg.ExecuteInProcessResult:
+    _NOW["now"] = now or datetime.combine(date.fromisoformat(day), time(23, 50), tzinfo=UTC)
     return dg.materialize(
         [project_inventory_daily],
         partition_key=day,
@@ -75,6 +88,20 @@ def _store(engine) -> dict:
             b.request(p)
     drain(engine)
     return {"live": live, "archived": archived, "deleted": deleted}
+
+
+def _sell_everything(engine) -> None:
+    """Every free object sold, the aggregates recalculated (no drift)."""
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE chessboard.property_objects SET status = 'Sold' WHERE status = 'Free'"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO chessboard.project_recalc_requests (project_id, tenant_id, due_at, "
+                "first_requested_at, last_reason) SELECT id, tenant_id, now(), now(), 'Crud' "
+                "FROM chessboard.projects"
+            )
+        )
+    drain(engine)
 
 
 def _agreement(engine, day: str) -> list[dict]:
@@ -216,23 +243,44 @@ def test_materializing_a_day_again_replaces_that_day_only(db_url, engine):
         assert _materialize(db_url, instance, DAY1).success
         assert _materialize(db_url, instance, DAY2).success
         day2 = _table(engine, DAY2)
-        with engine.begin() as conn:
-            conn.execute(
-                sa.text("UPDATE chessboard.property_objects SET status = 'Sold' WHERE status = 'Free'")
-            )
-            conn.execute(
-                sa.text(
-                    "INSERT INTO chessboard.project_recalc_requests (project_id, tenant_id, due_at, "
-                    "first_requested_at, last_reason) SELECT id, tenant_id, now(), now(), 'Crud' "
-                    "FROM chessboard.projects"
-                )
-            )
-        drain(engine)
+        _sell_everything(engine)
         assert _materialize(db_url, instance, DAY1).success
     assert _table(engine, DAY2) == day2
     assert {r["free_count"] for r in _table(engine, DAY1).values()} == {0}
     assert {r["free_value"] for r in _table(engine, DAY1).values()} == {0}
     assert {r["price_min"] for r in _table(engine, DAY1).values()} == {None}
+
+
+def test_a_backfill_of_a_past_day_keeps_what_was_recorded_on_it_or_is_refused(db_url, engine):
+    """Partition-pure: a past day is not computed from today's replica. Materialized again later
+    (a backfill), a day recorded on its own day keeps those rows and says as of when they are; a
+    past day never recorded is refused with one line and writes nothing."""
+    _store(engine)
+    day0, day1, today = "2026-11-27", DAY1, DAY2
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert _materialize(db_url, instance, day1).success  # on its day: the replica then
+        recorded = _table(engine, day1)
+        _sell_everything(engine)  # the next day
+        later = datetime.combine(date.fromisoformat(today), time(12, 0), tzinfo=UTC)
+        backfill = _materialize(db_url, instance, day1, now=later)
+        assert backfill.success
+        assert _table(engine, day1) == recorded  # what was true that day, not today's sold-out replica
+        metadata = _metadata(backfill)
+        assert metadata["as_of_source"] == "history"
+        assert metadata["as_of"] == min(r["computed_at"] for r in recorded.values()).timestamp()
+        assert metadata["free_objects"] == sum(r["free_count"] for r in recorded.values()) > 0
+        refused = _materialize(db_url, instance, day0, now=later)
+        assert not refused.success
+        failure = next(e for e in refused.all_events if e.event_type_value == "STEP_FAILURE")
+        line = failure.event_specific_data.user_failure_data.description
+        assert (
+            line.startswith(f"project_inventory_daily {day0}: a past day is not computed")
+            and "\n" not in line
+        )
+        assert _table(engine, day0) == {}
+        fresh = _materialize(db_url, instance, today, now=later)  # today: from the replica, as of now
+        assert fresh.success and _metadata(fresh)["as_of_source"] == "replica"
+        assert _metadata(fresh)["as_of"] == later.timestamp()
 
 
 def test_refuses_while_the_audit_reports_drift(db_url, engine):

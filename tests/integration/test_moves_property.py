@@ -287,7 +287,7 @@ def _apply(engine, ctx, batch: list[tuple[str, dict[str, Any]]]) -> None:
 
 
 def _drain(engine, ctx) -> None:
-    result = drain(engine, batch_size=10, handbook=ctx.handbook)
+    result = drain(engine, batch_size=10)
     assert result.failed == 0
 
 

@@ -27,7 +27,16 @@ def _count(engine, sql: str, **params) -> int:
         return conn.execute(sa.text(sql), params).scalar_one()
 
 
-def _replay(engine, db_url, sim, run_id=None, lock_timeout=5.0):
+def _import(db_url, sim):
+    return run_import(
+        db_url,
+        build_request(page_size=5),
+        ApiPullSource(sim.url),
+        options=ImportOptions(lock_timeout_seconds=1, retry_seconds=0.05),
+    )
+
+
+def _replay(engine, db_url, sim, run_id=None, lock_timeout=5.0, page_size=500):
     client = TalentApiClient(sim.url)
     try:
         return replay_failed(
@@ -39,6 +48,7 @@ def _replay(engine, db_url, sim, run_id=None, lock_timeout=5.0):
             cap_seconds=300,
             lock_timeout_seconds=lock_timeout,
             url=db_url,
+            page_size=page_size,
         )
     finally:
         client.close()
@@ -46,12 +56,7 @@ def _replay(engine, db_url, sim, run_id=None, lock_timeout=5.0):
 
 def test_quarantined_items_are_replayed_by_id_once_talent_is_fixed(db_url, engine, talent_sim):
     sim = talent_sim(BROKEN)
-    imported = run_import(
-        db_url,
-        build_request(page_size=5),
-        ApiPullSource(sim.url),
-        options=ImportOptions(lock_timeout_seconds=1, retry_seconds=0.05),
-    )
+    imported = _import(db_url, sim)
     total = dataset.count(BROKEN, "property-objects")
     quarantined = _count(engine, "SELECT count(*) FROM chessboard.talent_import_failed_items")
     assert imported.status == "Completed" and quarantined > 0
@@ -86,3 +91,63 @@ def test_a_replay_waits_for_the_import_lock(db_url, engine, talent_sim):
         with pytest.raises(Refused) as refused:
             _replay(engine, db_url, sim, lock_timeout=0.2)
     assert refused.value.code == IMPORT_LOCK_HELD
+
+
+def test_a_failing_page_rolls_back_alone(db_url, engine, talent_sim):
+    """One transaction per page: an item whose write fails (a trigger of the test's own refuses it)
+    rolls back its page only; the pages before and after it leave the quarantine, the replay ends
+    Failed with the page's error, and the failed page's rows stay for the next replay."""
+    sim = talent_sim(BROKEN)
+    imported = _import(db_url, sim)
+    with engine.connect() as conn:
+        ids = (
+            conn.execute(
+                sa.text(
+                    "SELECT external_id FROM chessboard.talent_import_failed_items "
+                    "WHERE stage = 'PropertyObjects' ORDER BY id"
+                )
+            )
+            .scalars()
+            .all()
+        )
+    ids = sorted(ids, key=str.lower)  # the replay reads property objects by id, in id order
+    assert len(ids) >= 4
+    bad = ids[2]  # the first item of the second page of 2
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "CREATE FUNCTION chessboard.refuse_one_object() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                f"BEGIN IF NEW.external_talent_id = '{bad}' THEN RAISE EXCEPTION 'object {bad} refused'; "
+                "END IF; RETURN NEW; END $$"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "CREATE TRIGGER refuse_one_object BEFORE INSERT OR UPDATE ON chessboard.property_objects "
+                "FOR EACH ROW EXECUTE FUNCTION chessboard.refuse_one_object()"
+            )
+        )
+    sim.set_spec(FIXED)
+    result = _replay(engine, db_url, sim, run_id=uuid.UUID(imported.run_id), page_size=2)
+    summary = result.to_dict()
+    assert summary["status"] == "Failed" and summary["failedPages"] == 1
+    assert (
+        summary["error"].startswith("PropertyObjects page 1: ")
+        and f"object {bad} refused" in summary["error"]
+    )
+    assert summary["removedFromQuarantine"] == len(ids) - 2
+    assert summary["stages"]["PropertyObjects"]["applied"] == len(ids) - 2
+    with engine.connect() as conn:
+        left = (
+            conn.execute(sa.text("SELECT external_id FROM chessboard.talent_import_failed_items ORDER BY id"))
+            .scalars()
+            .all()
+        )
+        stored = conn.execute(
+            sa.text(
+                "SELECT count(*) FROM chessboard.property_objects WHERE external_talent_id::text = ANY(:ids)"
+            ),
+            {"ids": ids},
+        ).scalar_one()
+    assert sorted(left, key=str.lower) == ids[2:4]  # the failed page's rows, as they were
+    assert stored == len(ids) - 2

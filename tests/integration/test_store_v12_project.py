@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 from pin_chessboard_pipelines.errors import SYNC_IMMUTABLE_CHANGED
 from pin_chessboard_pipelines.recalc.project import ProjectContext, process_project
-from pin_chessboard_pipelines.store.handbook_replica import load_handbook
+from pin_chessboard_pipelines.store.handbook_replica import HandbookCache, load_handbook
 from tests.support.replica import Tree, apply, context_factory, counts, one, outbox, pid, rows, tid
 
 
@@ -93,7 +93,9 @@ def test_the_recalc_skips_an_archived_project(engine, make_ctx):
         handbook = load_handbook(conn)
     with engine.connect() as conn:
         outcome = process_project(
-            conn, project["id"], ProjectContext(poison_attempts=5, handbook=handbook, correlation_id="test")
+            conn,
+            project["id"],
+            ProjectContext(poison_attempts=5, handbooks=HandbookCache(handbook), correlation_id="test"),
         )
 
     assert outcome.result == "skipped_archived"

@@ -70,13 +70,14 @@ def test_a_stage_partition_lists_its_developers_figures_first_and_every_key_has_
         "": StageCounters(planned=2, failed=2),
     }
     run_wide = {"import_planned": dg.MetadataValue.int(1200), "items_per_second": dg.MetadataValue.float(9.0)}
-    metadata = partition_metadata([key], by_tenant, run_wide)[key]
-    assert list(metadata)[:5] == ["developer_id", "planned", "applied", "skipped", "failed"]
+    metadata = partition_metadata([key], by_tenant, run_wide, {developer: "ГК Основа 1"})[key]
+    assert list(metadata)[:6] == ["developer_id", "developer_name", "planned", "applied", "skipped", "failed"]
+    assert metadata["developer_name"].value == "ГК Основа 1"
     assert metadata["planned"].value == 400 and metadata["failed"].value == 4
     assert metadata["unattributed_failed"].value == 2
     assert list(metadata).index("import_planned") > list(metadata).index("unattributed_failed")
     described = METADATA_KEY_DESCRIPTIONS["talent_import"]
-    assert list(described)[:5] == list(metadata)[:5]  # the metadata_keys table reads in the same order
+    assert list(described)[:6] == list(metadata)[:6]  # the metadata_keys table reads in the same order
     assert set(metadata) <= set(described)
     node = _nodes()["property_objects"]
     assert "| `items_per_second` |" in node.metadata["metadata_keys"].value

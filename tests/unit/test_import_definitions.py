@@ -3,12 +3,15 @@ checks, jobs, sensors and the launchpad config."""
 
 from __future__ import annotations
 
+import uuid
+
 import dagster as dg
 
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import import config as talent_config
 from pin_chessboard_pipelines.defs.talent_import.assets import STAGE_ASSETS
 from pin_chessboard_pipelines.defs.talent_import.definitions import definitions
+from pin_chessboard_pipelines.defs.talent_import.session import mixed_filters_refusal
 from pin_chessboard_pipelines.entities import ENTITIES
 
 NAMES = ["developers", "projects", "buildings", "layout_groups", "layouts", "property_objects"]
@@ -128,3 +131,16 @@ def test_the_full_bootstrap_names_an_unreachable_source(monkeypatch):
         CHESSBOARD_TALENT_SYNC_ENABLED="true",
     )
     assert line.startswith("listing the developers (ApiPull): ") and "\n" not in line
+
+
+def test_a_project_filter_runs_on_its_own_developers_partition_alone():
+    project, owner, other = (str(uuid.UUID(int=n)) for n in (1, 2, 3))
+    mine, theirs = f"gk-alfa-{owner}", f"gk-beta-{other}"
+    assert mixed_filters_refusal(project, [mine], None) is None  # one partition: look the owner up
+    assert mixed_filters_refusal(project, [mine], [owner.upper()]) is None
+    wrong = mixed_filters_refusal(project, [theirs], [owner])
+    assert wrong and "mutually exclusive" in wrong and f"belongs to developer {owner}" in wrong
+    assert theirs in wrong
+    assert "is not listed by Talent" in (mixed_filters_refusal(project, [mine], []) or "")
+    several = mixed_filters_refusal(project, [mine, theirs], None)
+    assert several and "selects 2 partitions" in several

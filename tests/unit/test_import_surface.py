@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from pin_chessboard_pipelines.defs.talent_import.partitions import developer_id_of, partition_key, slug
+from pin_chessboard_pipelines.defs.talent_import.partitions import (
+    developer_id_of,
+    first_sight_key,
+    partition_key,
+    slug,
+)
 from pin_chessboard_pipelines.talent_import.progress import (
     ETA_NONE,
     ETA_PLAN,
@@ -23,6 +28,15 @@ def test_a_partition_key_reads_as_the_developer_and_gives_back_its_id():
     assert developer_id_of(key) == DEVELOPER
     assert developer_id_of(DEVELOPER) == DEVELOPER  # keys of older deployments: the bare id
     assert partition_key(DEVELOPER, "«»") == DEVELOPER  # nothing left of the name
+
+
+def test_a_developer_first_seen_keeps_a_partition_it_already_has():
+    other = "c0000000-0000-4000-8000-000000000001"
+    assert first_sight_key(DEVELOPER, "ГК Основа 1", []) == f"gk-osnova-1-{DEVELOPER}"
+    # an older deployment's partition of an earlier name (or the bare id) is adopted, not doubled
+    known = [f"gk-alfa-1-{other}", f"gk-sever-1-{DEVELOPER}", f"gk-osnova-1-{DEVELOPER}"]
+    assert first_sight_key(DEVELOPER.upper(), "ГК Основа 1", known) == f"gk-sever-1-{DEVELOPER}"
+    assert first_sight_key(DEVELOPER, "ГК Основа 1", [DEVELOPER]) == DEVELOPER
 
 
 def test_progress_counts_this_runs_items_only():

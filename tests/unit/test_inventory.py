@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import json
 import statistics
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pin_chessboard_pipelines.analytics.inventory import (
     NAME_COLUMN,
     TABLE_COLUMNS,
+    DaySource,
+    PastDayRefused,
+    day_source,
     day_totals,
     free_prices,
     price_units,
@@ -222,3 +226,15 @@ def test_projects_without_any_object_in_the_day():
     frame = project_inventory(_projects("A", "B"), _objects([]), _layouts([(2, 3)]), day=DAY, computed_at=AT)
     assert frame["free_count"].tolist() == [0, 0] and frame["total_count"].tolist() == [0, 0]
     assert frame["layouts_by_rooms"].tolist() == ["{}", '{"3": 1}']
+
+
+def test_a_day_is_computed_while_it_lasts_then_kept_from_what_was_recorded_on_it():
+    midnight = datetime(2026, 12, 1, tzinfo=UTC)
+    assert day_source(DAY, AT, None) is DaySource.REPLICA
+    assert day_source(DAY, midnight + timedelta(minutes=59), None) is DaySource.REPLICA  # a late tick
+    later = midnight + timedelta(days=3)
+    assert day_source(DAY, later, AT) is DaySource.HISTORY  # recorded on its day
+    with pytest.raises(PastDayRefused, match="no rows were recorded on that day$|until 2026-12-01 01:00 UTC"):
+        day_source(DAY, later, None)
+    with pytest.raises(PastDayRefused, match="computed 2026-12-02 10:00 UTC, after it"):
+        day_source(DAY, later, datetime(2026, 12, 2, 10, tzinfo=UTC))  # rows a backfill wrote later

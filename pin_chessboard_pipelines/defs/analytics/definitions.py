@@ -12,13 +12,23 @@ import dagster as dg
 
 from pin_chessboard_pipelines.analytics.inventory import (
     TABLE_COLUMNS,
+    DaySource,
     DayTotals,
+    PastDayRefused,
+    day_source,
     day_totals,
     free_prices,
     project_inventory,
+    recorded_rows,
+    recorded_totals,
     top_projects_markdown,
 )
-from pin_chessboard_pipelines.analytics.store import drift, read_inventory_input
+from pin_chessboard_pipelines.analytics.store import (
+    drift,
+    read_inventory_day,
+    read_inventory_input,
+    recorded_at,
+)
 from pin_chessboard_pipelines.defs.analytics.io_manager import DailyTableIOManager
 from pin_chessboard_pipelines.defs.metadata import (
     COLUMN_SCHEMA_KEY,
@@ -49,11 +59,21 @@ DESCRIPTION = """Daily inventory history per live, non-archived project: objects
 total counts, min / max / median free price, free inventory value and layouts by rooms, in
 `chessboard_analytics.project_inventory_daily` (one row per project and day; a day materialized
 again replaces that day's rows). Each partition is the replica's state when it was computed
-(`computed_at`); the schedule takes it at 23:50 UTC. Plots over days: `free_objects`, `free_value`,
-`median_free_price`. Refuses to run while the recalc audit reports drift."""
+(`computed_at`, `as_of`); the schedule takes it at 23:50 UTC. Partition-pure: a day is computed
+from the replica only while it lasts (and an hour after); later, a materialization of it keeps the
+rows recorded on it (`as_of_source` history), and a past day with none is refused. Plots over days:
+`free_objects`, `free_value`, `median_free_price`. Refuses to run while the recalc audit reports
+drift."""
 
 
-def _day_metadata(totals: DayTotals, computed_at: datetime, markdown: str) -> dict[str, dg.MetadataValue]:
+def utc_now() -> datetime:
+    """The asset's clock: which day the replica's current state is (tests set it)."""
+    return datetime.now(UTC)
+
+
+def _day_metadata(
+    totals: DayTotals, computed_at: datetime, markdown: str | None, source: DaySource
+) -> dict[str, dg.MetadataValue]:
     metadata: dict[str, dg.MetadataValue] = {
         "dagster/row_count": dg.MetadataValue.int(totals.projects),
         COLUMN_SCHEMA_KEY: dg.MetadataValue.table_schema(column_schema(INVENTORY_TABLE)),
@@ -62,9 +82,12 @@ def _day_metadata(totals: DayTotals, computed_at: datetime, markdown: str) -> di
         "total_objects": dg.MetadataValue.int(totals.total_objects),
         "free_value": dg.MetadataValue.float(float(totals.free_value)),
         "free_value_exact": dg.MetadataValue.text(f"{totals.free_value:f}"),
-        "top_projects": dg.MetadataValue.md(markdown),
         "computed_at": dg.MetadataValue.timestamp(computed_at),
+        "as_of": dg.MetadataValue.timestamp(computed_at),
+        "as_of_source": dg.MetadataValue.text(source.value),
     }
+    if markdown is not None:
+        metadata["top_projects"] = dg.MetadataValue.md(markdown)
     if totals.median_free_price is not None:
         metadata["median_free_price"] = dg.MetadataValue.float(float(totals.median_free_price))
     return metadata
@@ -130,10 +153,25 @@ def project_inventory_daily(
     if not gate.passed:
         raise dg.Failure(description=gate.description, metadata=gate.metadata)
     day = date.fromisoformat(context.partition_key)
+    with chessboard.engine.connect() as conn:
+        try:
+            source = day_source(day, utc_now(), recorded_at(conn, day))
+        except PastDayRefused as refused:
+            raise dg.Failure(description=str(refused)) from None
+        if source is DaySource.HISTORY:
+            recorded = read_inventory_day(conn, day)
+    if source is DaySource.HISTORY:  # the rows recorded on that day, written again as they are
+        as_of = max(recorded["computed_at"]).astimezone(UTC)
+        context.log.info(f"inventory {day}: past, {len(recorded)} row(s) recorded on it, as of {as_of}")
+        yield dg.Output(
+            recorded_rows(recorded).loc[:, list(TABLE_COLUMNS)],
+            metadata=_day_metadata(recorded_totals(recorded), as_of, None, source),
+        )
+        return
     started = time.perf_counter()
     with chessboard.engine.connect() as conn:
         rows = read_inventory_input(conn)
-    computed_at = datetime.now(UTC)
+    computed_at = utc_now()
     read_seconds = time.perf_counter() - started
     started = time.perf_counter()
     prices = free_prices(rows.objects)
@@ -150,7 +188,7 @@ def project_inventory_daily(
     yield dg.Output(
         frame.loc[:, list(TABLE_COLUMNS)],
         metadata={
-            **_day_metadata(totals, computed_at, markdown),
+            **_day_metadata(totals, computed_at, markdown, source),
             # JSON, not numbers: the Plots tab draws every numeric entry, and these are no inventory series
             "run_figures": dg.MetadataValue.json(
                 {

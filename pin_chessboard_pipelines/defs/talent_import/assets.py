@@ -104,10 +104,12 @@ def partition_metadata(
     partition_keys: list[str],
     by_tenant: dict[str, StageCounters],
     run_wide: dict[str, dg.MetadataValue],
+    names: dict[str, str] | None = None,
 ) -> dict[str, dict[str, dg.MetadataValue]]:
     """Partition key -> its materialization's metadata, in the order the asset's page lists it: the
     developer's own counters of the stage (tenant = the developer's PIN id) first, the items no
-    partition counts next, the import run's and this Dagster run's figures after."""
+    partition counts next, the import run's and this Dagster run's figures after. `names`: Talent id
+    (lower case) -> the developer's current name (its key keeps the first one)."""
     unattributed = _counter_metadata("unattributed_", by_tenant.get("", StageCounters()))
     metadata = {}
     for key in partition_keys:
@@ -115,6 +117,7 @@ def partition_metadata(
         own = by_tenant.get(str(pin_id(DEVELOPER.name, developer_id)), StageCounters())
         metadata[key] = {
             "developer_id": dg.MetadataValue.text(developer_id),
+            "developer_name": dg.MetadataValue.text((names or {}).get(developer_id.lower(), "")),
             **_counter_metadata("", own),
             **unattributed,
             **run_wide,
@@ -229,9 +232,11 @@ def _barrier(
         with session.engine.connect() as conn:
             figures = runs.stage_figures(conn, session.run_id, stage.stage, since)
             by_tenant = runs.stage_tenant_counters(conn, session.run_id, stage.stage)
+            keys = list(context.partition_keys)
+            names = runs.developer_names(conn, [developer_id_of(key) for key in keys])
         run_wide = _run_metadata(session, report, figures)
         # all of it per partition, none on the output: Dagster lists output metadata first
-        for key, metadata in partition_metadata(list(context.partition_keys), by_tenant, run_wide).items():
+        for key, metadata in partition_metadata(keys, by_tenant, run_wide, names).items():
             context.add_asset_metadata(metadata, partition_key=key)
         yield dg.Output(None, "result")
         yield quarantine_check(session, stage, report)

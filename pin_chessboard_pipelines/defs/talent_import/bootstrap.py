@@ -114,7 +114,7 @@ def launch_full_bootstrap(
         raise dg.Failure(description=error.line()) from None
     except Exception as error:  # the client already retried: the source is not reachable now
         raise dg.Failure(description=f"listing the developers ({config.mode}): {error_line(error)}") from None
-    added = add_developer_partitions(context.instance, developers)
+    added = add_developer_partitions(context.instance, chessboard.engine, developers)
     keys = list(context.instance.get_dynamic_partitions(PARTITIONS))
     if not keys:
         raise dg.Failure(description=f"the source ({config.mode}) lists no developer: nothing to import")

@@ -103,8 +103,9 @@ class TalentImportConfig(dg.ConfigurableResource):
     page_size: int | None = _page_size_field()
     project_id_filter: str | None = Field(
         default=None,
-        description="A Talent project id: re-sync that project only (ProjectIdFilter; the run's "
-        "partition is its developer). Empty: the selected developer partitions.",
+        description="A Talent project id: re-sync that project only (ProjectIdFilter), on its "
+        "developer's partition alone (other partitions are refused). Empty: the selected developer "
+        "partitions.",
     )
     dry_run: bool = _dry_run_field()
     workers: int = _workers_field()

@@ -15,7 +15,7 @@ from pin_chessboard_pipelines.defs.talent_import.partitions import (
 @dg.op(name="discover_talent_developers")
 def discover_talent_developers(context: dg.OpExecutionContext, chessboard: ChessboardResource) -> None:
     developers = list_talent_developers(chessboard.settings)
-    added = add_developer_partitions(context.instance, developers)
+    added = add_developer_partitions(context.instance, chessboard.engine, developers)
     context.log.info(f"Talent lists {len(developers)} developer(s); {len(added)} new partition(s)")
 
 

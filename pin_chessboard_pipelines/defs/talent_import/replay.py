@@ -49,6 +49,7 @@ def replay_failed_items(
             cap_seconds=settings.recalc_cap_seconds,
             lock_timeout_seconds=settings.import_lock_timeout_seconds,
             url=chessboard.url,
+            page_size=settings.import_page_size,
         )
     except ChessboardError as error:
         raise dg.Failure(description=error.line()) from None
@@ -65,8 +66,12 @@ def replay_failed_items(
         if any(counters.values())
     }
     fields = {key[:1].upper() + key[1:]: value for key, value in summary.items() if key != "stages"}
+    metadata = {"summary": dg.MetadataValue.json(summary)}
+    if result.error:  # the pages that applied stay applied; the failed ones stay quarantined
+        log_event(context.log, logging.ERROR, "replay-failed-failed", **fields, **stages)
+        raise dg.Failure(description=result.error, metadata=metadata)
     log_event(context.log, logging.INFO, "replay-failed-completed", **fields, **stages)
-    return dg.Output(None, metadata={"summary": dg.MetadataValue.json(summary)})
+    return dg.Output(None, metadata=metadata)
 
 
 @dg.job(

@@ -25,7 +25,8 @@ from pin_chessboard_pipelines.talent_import.request import RunStatus
     name="talent_developers_sensor",
     minimum_interval_seconds=300,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Adds a talent_developers partition for every Talent developer (key: name and id)",
+    description="Adds a talent_developers partition for every Talent developer (key: its name at "
+    "first sight and its id, kept through renames)",
 )
 def talent_developers_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource):
     ensure_import_pool(context.instance)  # the daemon's first tick: before anyone launches an import
@@ -33,7 +34,7 @@ def talent_developers_sensor(context: dg.SensorEvaluationContext, chessboard: Ch
         developers = list_talent_developers(chessboard.settings)
     except TalentSourceError as error:
         return dg.SkipReason(f"Talent is not answering: {error}")
-    new = new_developer_partitions(context.instance, developers)
+    new = new_developer_partitions(context.instance, chessboard.engine, developers)
     if not new:
         return dg.SkipReason(f"{len(developers)} developer(s), none new")
     return dg.SensorResult(dynamic_partitions_requests=[TALENT_DEVELOPERS.build_add_request(new)])

@@ -7,7 +7,7 @@ stage's barrier completes it (docs/talent-initial-import.md#resume).
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import dagster as dg
 
@@ -17,7 +17,7 @@ from pin_chessboard_pipelines.defs.talent_import.config import (
     TalentImportConfig,
 )
 from pin_chessboard_pipelines.defs.talent_import.partitions import developer_id_of
-from pin_chessboard_pipelines.errors import ChessboardError
+from pin_chessboard_pipelines.errors import IMPORT_INVALID_REQUEST, ChessboardError, Refused
 from pin_chessboard_pipelines.settings import Settings
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent.flag import require_talent_sync_enabled
@@ -62,23 +62,59 @@ def developer_ids_of(context: dg.AssetExecutionContext) -> list[str]:
     return [] if set(keys) >= known else list(dict.fromkeys(developer_id_of(key) for key in keys))
 
 
+def mixed_filters_refusal(project_id: str, keys: Sequence[str], owners: Sequence[str] | None) -> str | None:
+    """Why a run with ProjectIdFilter may not run on the partitions `keys` (None: it may).
+
+    The filters are mutually exclusive (docs/talent-initial-import.md#filters): a project re-sync
+    runs on its own developer's partition alone, the one its materialization belongs to. `owners`:
+    the Talent ids of the project's developer (None: not looked up yet, enough when `keys` is not one
+    partition)."""
+    clash = f"project_id_filter {project_id} and the developer partitions of the run are mutually exclusive"
+    if len(keys) != 1:
+        return f"{clash}: the run selects {len(keys)} partitions; run the project on its developer's partition alone"
+    if owners is None:
+        return None
+    developer = developer_id_of(keys[0]).lower()
+    if developer in {owner.lower() for owner in owners}:
+        return None
+    owner = f"belongs to developer {owners[0]}" if owners else "is not listed by Talent"
+    return f"{clash}: the project {owner}, the run's partition is {keys[0]}; clear project_id_filter or run the project's developer"
+
+
 def step_session(
     context: dg.AssetExecutionContext, settings: Settings, database_url: str, config: TalentImportConfig
 ) -> ImportSession:
     """This step's share of the run's import, rebuilt from the database (nothing of another step's
     process is needed): the Running row of this Dagster run, or the run started or resumed here
     (refusals raise dg.Failure with the one line)."""
-    session = build_session(
-        settings,
-        database_url,
-        config,
-        correlation_id=correlation_id_of(context),
-        developer_ids=developer_ids_of(context),
-        dagster_run_id=context.run.run_id,
-        should_stop=RunStopProbe(context.instance, context.run.run_id),
-    )
+    keys = list(context.partition_keys)
+    project_id = config.project_id_filter
+
+    def admit(session: ImportSession) -> None:
+        """Before this step starts the run row: a project filter on another developer is refused."""
+        if project_id:
+            owners = [developer for developer, _ in session.source.developers(project_id)]
+            refusal = mixed_filters_refusal(project_id, keys, owners)
+            if refusal:
+                raise Refused(refusal, IMPORT_INVALID_REQUEST)
+
     try:
-        session.join()
+        refusal = mixed_filters_refusal(project_id, keys, None) if project_id else None
+        if refusal:
+            raise Refused(refusal, IMPORT_INVALID_REQUEST)
+        session = build_session(
+            settings,
+            database_url,
+            config,
+            correlation_id=correlation_id_of(context),
+            developer_ids=developer_ids_of(context),
+            dagster_run_id=context.run.run_id,
+            should_stop=RunStopProbe(context.instance, context.run.run_id),
+        )
+    except ChessboardError as error:
+        raise dg.Failure(description=error.line()) from None
+    try:
+        session.join(admit=admit)
     except ChessboardError as error:
         session.close()
         raise dg.Failure(description=error.line()) from None

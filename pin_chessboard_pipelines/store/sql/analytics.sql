@@ -47,3 +47,8 @@ SELECT project_id, day, tenant_id, free_count, total_count, sold_count, reserved
 FROM chessboard_analytics.project_inventory_daily
 WHERE day = :day
 ORDER BY project_id
+
+-- name: inventory_day_recorded_at
+-- When a day's stored rows were computed (one materialization writes them all): a past day is
+-- kept from them only when that was on the day (analytics/inventory.py day_source).
+SELECT max(computed_at) FROM chessboard_analytics.project_inventory_daily WHERE day = :day

@@ -2,6 +2,14 @@
 -- cities under their topic's version guard, and the batched republish of the live projects of a
 -- renamed region or city. `{column}` is region_id or city_id (handbook_sync/store.py), never input.
 
+-- name: handbook_stamp
+-- What changes with every change handbook-sync applies (versions only grow, rows are never
+-- deleted): a producer that kept the handbook reads it again when this differs (store/handbook_replica.py).
+SELECT (SELECT count(*) FROM chessboard.handbook_regions) AS regions,
+       (SELECT COALESCE(sum(version), 0) FROM chessboard.handbook_regions) AS region_versions,
+       (SELECT count(*) FROM chessboard.handbook_cities) AS cities,
+       (SELECT COALESCE(sum(version), 0) FROM chessboard.handbook_cities) AS city_versions
+
 -- name: upsert_regions
 -- One statement per poll batch: the newest value of each id (a compacted topic may still hold
 -- several), applied when its version is greater than the replica's. Every CTE reads the snapshot

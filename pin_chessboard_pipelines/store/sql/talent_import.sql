@@ -61,6 +61,19 @@ LIMIT 1
 SELECT external_talent_id::text, name FROM chessboard.developers
 WHERE external_talent_id = ANY(CAST(:talent_ids AS uuid[]))
 
+-- name: freeze_developer_partitions
+-- The talent_developers partition of each listed developer, frozen at first sight: a developer seen
+-- before keeps its key (the :keys of a rename are ignored); its latest name (when the listing has
+-- one) is stored beside it.
+INSERT INTO chessboard.developer_partitions AS p (developer_id, partition_key, name)
+SELECT * FROM unnest(CAST(:developer_ids AS uuid[]), CAST(:keys AS text[]), CAST(:names AS text[]))
+ON CONFLICT (developer_id) DO UPDATE SET name = EXCLUDED.name, renamed_at = now()
+WHERE EXCLUDED.name <> '' AND p.name IS DISTINCT FROM EXCLUDED.name
+
+-- name: developer_partition_keys
+SELECT developer_id::text, partition_key FROM chessboard.developer_partitions
+WHERE developer_id = ANY(CAST(:developer_ids AS uuid[]))
+
 -- name: run_by_id
 SELECT * FROM chessboard.talent_import_runs WHERE id = :run_id
 
@@ -253,6 +266,17 @@ FROM chessboard.talent_import_failed_items
 WHERE run_id = :run_id
 GROUP BY stage, error_code
 ORDER BY stage, error_code
+
+-- name: quarantined_items
+-- `import replay-failed`: the quarantined items of a stage (of one import run, or every run's).
+SELECT id, run_id, external_id, payload FROM chessboard.talent_import_failed_items
+WHERE stage = :stage AND external_id IS NOT NULL
+  AND (CAST(:run_id AS uuid) IS NULL OR run_id = CAST(:run_id AS uuid))
+ORDER BY id
+
+-- name: delete_quarantined_items
+-- The quarantine rows of the items a replay page read again, in that page's transaction.
+DELETE FROM chessboard.talent_import_failed_items WHERE id = ANY(:ids)
 
 -- name: latest_finished_run
 SELECT * FROM chessboard.talent_import_runs

@@ -102,6 +102,7 @@ class DatasetSpec:
     # developer, which the replica refuses: CHESSBOARD_SYNC_IMMUTABLE_CHANGED); the developerId
     # filter still lists them under their first developer
     owner_changed_every: int = 0
+    developer_renames: int = 0  # each developer renamed this many times (its name's word moves on)
     latency_ms: int = 0  # server: sleep per request
     faults: tuple[FaultRule, ...] = ()  # server: injected failures
 
@@ -485,7 +486,7 @@ def _developer(spec: DatasetSpec, i: int) -> Item:
     return {
         "id": entity_id(spec, "developers", i),
         "version": _version(spec, h),
-        "name": f"ГК {_DEVELOPER_WORDS[h % len(_DEVELOPER_WORDS)]} {i + 1}",
+        "name": f"ГК {_DEVELOPER_WORDS[(h + spec.developer_renames) % len(_DEVELOPER_WORDS)]} {i + 1}",
         "inn": inn,
         "deletedAt": _deleted_at(spec, "developers", i, h),
     }
