@@ -23,11 +23,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 RUN python3 -m venv /opt/venv
 WORKDIR /opt/pin_chessboard_pipelines
-# dependencies first, in a layer of their own: a change of the code does not reinstall them
-COPY pyproject.toml ./
+# dependencies first, in a layer of their own: a change of the code does not reinstall them. The
+# versions of requirements.lock (constraints: only the packages of `.[k8s]` are installed), the ones
+# the suite tested
+COPY pyproject.toml requirements.lock ./
 RUN if [ -n "$BUILD_CA_BUNDLE" ]; then export PIP_CERT="$BUILD_CA_BUNDLE"; fi \
     && mkdir pin_chessboard_pipelines && touch pin_chessboard_pipelines/__init__.py \
-    && pip install ".[k8s]" \
+    && pip install --constraint requirements.lock ".[k8s]" \
     && pip uninstall --yes pin_chessboard_pipelines && rm -rf pin_chessboard_pipelines build
 COPY dagster.yaml workspace.yaml ./
 COPY pin_chessboard_pipelines ./pin_chessboard_pipelines

@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-packages demo test faults lint bench lock check-fresh clean
+.PHONY: install system-packages demo test faults image image-tests lint bench lock check-fresh clean
 
 # The stock pip of `python3.11 -m venv` (23.2) installs the lock as it is: no upgrade first.
 $(STAMP): pyproject.toml requirements.lock
@@ -37,6 +37,16 @@ test: system-packages lint
 # that hangs or answers 5xx/429, imports killed with SIGKILL (tests/faults/).
 faults: $(STAMP)
 	CHESSBOARD_FAULT_SUITE=1 $(BIN)/python -m pytest tests/faults -q
+
+# The image of the Dockerfile built with podman (installed from Debian when missing) on a base it can
+# get here (a debootstrap Debian bookworm when no registry serves python:3.11-slim-bookworm), and
+# `dagster definitions validate` inside it with the k8s executor (scripts/image)
+image:
+	scripts/image
+
+# The podman tests of the image (tests/k8s/test_image.py): build, validate, code server, user
+image-tests: $(STAMP)
+	CHESSBOARD_IMAGE_TESTS=1 $(BIN)/python -m pytest tests/k8s/test_image.py -q
 
 bench: $(STAMP)
 	for script in benchmarks/*_bench.py; do $(BIN)/python $$script; done

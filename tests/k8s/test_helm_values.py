@@ -1,9 +1,10 @@
 """deploy/helm/values.yaml: valid for the chart's values schema, and the same instance settings as
 the project's dagster.yaml (run limits, pools, log capture, run monitoring, sensors, retention).
 
-The chart's schema (dagster-io/dagster, helm/dagster/values.schema.json of the chart version in
-values.yaml) is read from CHESSBOARD_HELM_SCHEMA or deploy/helm/schema/values.schema.json
-(deploy/helm/schema/README.md says where it comes from); the schema test is skipped without it.
+The chart's schema (dagster-io/dagster, helm/dagster/values.schema.json) is read from
+CHESSBOARD_HELM_SCHEMA or else ../shared/helm/dagster-chart/values.schema.json beside the checkout
+(SOURCE.md there names its commit); it is data kept outside the repository, never copied into it.
+The schema test fails, saying where it looked, when the file is not there.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from pin_chessboard_pipelines.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 VALUES = ROOT / "deploy" / "helm" / "values.yaml"
-KEPT_SCHEMA = ROOT / "deploy" / "helm" / "schema" / "values.schema.json"
+# beside the checkout (CI has ../shared next to its clean clone): relative to the repository root
+SHARED_SCHEMA = ROOT.parent / "shared" / "helm" / "dagster-chart" / "values.schema.json"
 # the chart's Kubernetes object schemas are remote (kubernetesjsonschema.dev): not fetched
 REMOTE_REF = re.compile(r"^https?://")
 
@@ -96,9 +97,11 @@ def test_values_validate_against_the_chart_schema():
 
     import jsonschema
 
-    path = Path(os.environ.get("CHESSBOARD_HELM_SCHEMA") or KEPT_SCHEMA)
-    if not path.is_file():
-        pytest.skip(f"the chart's values schema is not at {path} (deploy/helm/schema/README.md)")
+    path = Path(os.environ.get("CHESSBOARD_HELM_SCHEMA") or SHARED_SCHEMA)
+    assert path.is_file(), (
+        f"the chart's values schema is not at {path}: set CHESSBOARD_HELM_SCHEMA to a copy of "
+        "helm/dagster/values.schema.json of dagster-io/dagster, or put ../shared beside the checkout"
+    )
     schema = _without_remote_refs_and_map_requirements(json.loads(path.read_text()))
     validator = jsonschema.Draft7Validator(schema)
     errors = sorted(validator.iter_errors(_values()), key=lambda e: list(e.absolute_path))
