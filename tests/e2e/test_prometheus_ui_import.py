@@ -4,11 +4,11 @@ GraphQL with `processes: 2`. A real Prometheus scrapes `pin-chessboard metrics s
 `chessboard_import_running` is 1 while the import's page steps run (they hold the run by heartbeat,
 not by the advisory lock, which the first step releases), `chessboard_import_processes` sees the
 page processes, and both gauges read 0 once the run ended; the pages counter agrees with the store.
+The import rules, replayed by promtool on the recorded series, stay quiet for this healthy import.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import time
 from collections.abc import Iterator
@@ -35,7 +35,7 @@ SPEC = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=3
 PROCESSES = 2
 RULES_DIR = Path(observability.__file__).parent / "rules"
 RULES = sorted(RULES_DIR.glob("*.yml"))
-HANG_SECONDS = 20  # Talent answers nothing for this long (TALENT_API_TIMEOUT_SECONDS is 30)
+REPLAY_SPEEDUP = 10
 
 
 @pytest.fixture(scope="module")
@@ -82,11 +82,9 @@ def _pages_done(url: str, stage: str | None = None) -> float:
 def test_a_ui_launched_import_reads_running_while_it_runs(
     stack_and_simulator, prometheus: Prometheus, tmp_path: Path
 ):
-    """The import hangs on Talent for HANG_SECONDS in mid PropertyObjects, then goes on: the
-    series Prometheus recorded are replayed to promtool one minute per scraped second (the import
-    becomes half an hour long, its hang a quarter of an hour), where STUCK fires for the hang only
-    and INTERRUPTED never does."""
-    stack, simulator = stack_and_simulator
+    """The series Prometheus recorded are then replayed to promtool one minute per scraped second
+    (ten replayed seconds each: the import becomes longer than the rules' windows): neither STUCK nor INTERRUPTED fires for it."""
+    stack, _ = stack_and_simulator
     began = time.time()
     wait_until(lambda: _value(prometheus, "max(chessboard_store_up)") == 1, 60, "store up")
     assert _value(prometheus, "max(chessboard_import_running)") == 0
@@ -109,14 +107,6 @@ def test_a_ui_launched_import_reads_running_while_it_runs(
     )
     assert stack.graphql.run(launched["runId"])["status"] in ("STARTING", "STARTED")
     wait_until(
-        lambda: _pages_done(stack.chessboard_url, "PropertyObjects") >= 3, 240, "PropertyObjects going"
-    )
-    hang_from = time.time()
-    simulator.set_spec(dataclasses.replace(SPEC, latency_ms=HANG_SECONDS * 1000))
-    time.sleep(HANG_SECONDS)
-    simulator.set_spec(SPEC)
-    hang_to = time.time() + SPEC.latency_ms / 1000 * 2  # the hung requests answer now
-    wait_until(
         lambda: (_value(prometheus, "max_over_time(chessboard_import_processes[5m])") or 0) >= 1,
         240,
         "a page process seen",
@@ -133,7 +123,7 @@ def test_a_ui_launched_import_reads_running_while_it_runs(
         60,
         f"pages Done counter == {done}",
     )
-    _replayed_rules_say_stuck_during_the_hang_only(prometheus, tmp_path, began, hang_from, hang_to)
+    _replayed_rules_stay_quiet(prometheus, tmp_path, began)
 
 
 # the series the import rules read, as the rules aggregate them
@@ -144,9 +134,7 @@ RECORDED = {
 }
 
 
-def _replayed_rules_say_stuck_during_the_hang_only(
-    prometheus: Prometheus, folder: Path, began: float, hang_from: float, hang_to: float
-) -> None:
+def _replayed_rules_stay_quiet(prometheus: Prometheus, folder: Path, began: float) -> None:
     end = time.time()
     series = []
     for name, promql in RECORDED.items():
@@ -155,27 +143,20 @@ def _replayed_rules_say_stuck_during_the_hang_only(
         by_second = {int(float(t)) - int(began): v for t, v in result["values"]}
         values = " ".join(by_second.get(i, "_") for i in range(int(end) - int(began) + 1))
         series.append({"series": name, "values": values})
-    minute = lambda at: int(at - int(began))  # noqa: E731 - one scraped second = one replayed minute
-    stuck_at, after_hang = minute(hang_from) + 13, minute(hang_to) + 2
-    assert stuck_at < minute(hang_to), "the hang must outlast the 10-minute window and its 1-minute for"
-    rule = yaml.safe_load((RULES_DIR / "import_alerts.yml").read_text())["groups"][0]["rules"][0]
-    assert rule["alert"] == "CHESSBOARD_IMPORT_STUCK"
-    stuck = {
-        "exp_labels": rule["labels"],
-        "exp_annotations": {k: " ".join(v.split()) for k, v in rule["annotations"].items()},
-    }
+    # one scraped second = ten replayed seconds: the import lasts more than 10 replayed minutes,
+    # and a pause of the healthy import (a stage's barrier, step starts, the run's last steps) stays
+    # well inside STUCK's 10-minute window
+    minutes = (int(end) - int(began)) * REPLAY_SPEEDUP // 60
+    assert minutes > 11, "the replayed import must outlast the rules' 10-minute windows"
     cases = [
-        {"eval_time": f"{minute(hang_from) - 1}m", "alertname": "CHESSBOARD_IMPORT_STUCK", "exp_alerts": []}
-    ]
-    cases.append({"eval_time": f"{stuck_at}m", "alertname": "CHESSBOARD_IMPORT_STUCK", "exp_alerts": [stuck]})
-    cases += [
-        {"eval_time": f"{at}m", "alertname": "CHESSBOARD_IMPORT_INTERRUPTED", "exp_alerts": []}
-        for at in (minute(hang_from) - 1, stuck_at, after_hang)
+        {"eval_time": f"{at}m", "alertname": alert, "exp_alerts": []}
+        for at in range(1, minutes + 1)
+        for alert in ("CHESSBOARD_IMPORT_STUCK", "CHESSBOARD_IMPORT_INTERRUPTED")
     ]
     test = {
         "rule_files": [str(RULES_DIR / "import_alerts.yml")],
-        "evaluation_interval": "1m",
-        "tests": [{"interval": "1m", "input_series": series, "alert_rule_test": cases}],
+        "evaluation_interval": f"{REPLAY_SPEEDUP}s",
+        "tests": [{"interval": f"{REPLAY_SPEEDUP}s", "input_series": series, "alert_rule_test": cases}],
     }
     (folder / "replayed_test.yml").write_text(yaml.safe_dump(test, sort_keys=False))
     done = subprocess.run(
