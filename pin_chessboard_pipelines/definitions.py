@@ -7,6 +7,7 @@ from __future__ import annotations
 import dagster as dg
 
 from pin_chessboard_pipelines.defs.analytics.definitions import definitions as analytics_definitions
+from pin_chessboard_pipelines.defs.dead_letters.definitions import definitions as dead_letters_definitions
 from pin_chessboard_pipelines.defs.executors import build_executor
 from pin_chessboard_pipelines.defs.handbook_sync.definitions import definitions as handbook_sync_definitions
 from pin_chessboard_pipelines.defs.metadata import with_metadata_standards
@@ -26,6 +27,7 @@ def build_definitions() -> dg.Definitions:
     domains.append(talent_import_definitions())
     domains.append(talent_sync_definitions())
     domains.append(handbook_sync_definitions())
+    domains.append(dead_letters_definitions())
     domains.append(analytics_definitions())
     domains.append(run_retention_definitions())
     domains.append(runbook_definitions())

@@ -59,3 +59,23 @@ def add_consumer_parser(
 def consumer_job_config(args: argparse.Namespace) -> dict[str, object]:
     """The run config of a consumer command's job."""
     return {"until_idle": bool(args.until_idle), "time_budget_seconds": args.time_budget}
+
+
+def add_replay_dlq_parser(parser: argparse.ArgumentParser, consumer: str) -> None:
+    """`<consumer> replay-dlq`: the consumer's dead letters applied again (the replay_dead_letters job)."""
+    commands = parser.add_subparsers(dest="consumer_command", required=False, metavar="replay-dlq")
+    replay = commands.add_parser(
+        "replay-dlq",
+        help=f"apply {consumer}'s dead letters again once their cause is fixed (the replay_dead_letters job)",
+    )
+    replay.set_defaults(func=lambda _args: replay_dlq_command(consumer))
+
+
+def replay_dlq_command(consumer: str) -> int:
+    """The replay job through the Dagster instance in DAGSTER_HOME; the last line of stdout is its
+    summary JSON; exit 0 done (also when some failed again: they wait in the topic), 1 failed, 2 refused."""
+    from pin_chessboard_pipelines.cli.jobs import run_job
+    from pin_chessboard_pipelines.defs.dead_letters.definitions import JOB_NAME, OP_NAME
+    from pin_chessboard_pipelines.settings import load_settings
+
+    return run_job(JOB_NAME, OP_NAME, {"consumer": consumer}, load_settings())

@@ -12,6 +12,10 @@ of their topics, the lag of their group, and the offsets of a poll batch.
   every partition from the group's committed offsets, one poll batch = one transaction, offsets
   committed after it, a failing batch read again as the failure policy decides, the outbox relay's
   fast path after each commit; subclasses say how a batch is applied and how far behind they are.
+- Dead letters (events/dead_letters.py, docs/events.md#dead-letters): a batch that keeps failing
+  for a reason of its own (not a store that is away) is applied again message by message, one
+  transaction each; a message that keeps failing then goes to the consumer's dead-letter topic
+  (`<group>.dlq`) with its error and origin in headers, is counted, and the others apply.
 """
 
 from __future__ import annotations
@@ -28,15 +32,19 @@ from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException,
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, SYNC_LOCK_HELD, Refused, error_line
+from pin_chessboard_pipelines.events.dead_letters import DeadLetterWriter, dead_letter_topic
 from pin_chessboard_pipelines.events.relay import OutboxRelay
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.observability.logs import log_event
+from pin_chessboard_pipelines.observability.metrics import CONSUMER_DEAD_LETTERS
 from pin_chessboard_pipelines.retry import (
+    PERMANENT,
     FailurePolicy,
     FailureStreak,
     Stopper,
     StopReason,
     sync_policy,
+    transient_reason,
     wait_after_failure,
 )
 from pin_chessboard_pipelines.store.lock import AdvisoryLock, SessionLock
@@ -137,13 +145,18 @@ def rewind(consumer: Consumer, messages: list[Any]) -> None:
         consumer.seek(TopicPartition(topic, partition, offset))
 
 
-def commit_batch(consumer: Consumer, messages: list[Any], failed_event: str) -> None:
-    """Offsets after the transaction: a failed commit is logged, the batch comes again."""
+def next_offsets(messages: list[Any]) -> list[TopicPartition]:
+    """The offset after the last message of `messages` on each of their partitions."""
     last: dict[Partition, int] = {}
     for m in messages:
         key = (m.topic(), m.partition())
         last[key] = max(last.get(key, -1), m.offset())
-    offsets = [TopicPartition(t, p, offset + 1) for (t, p), offset in last.items()]
+    return [TopicPartition(t, p, offset + 1) for (t, p), offset in last.items()]
+
+
+def commit_batch(consumer: Consumer, messages: list[Any], failed_event: str) -> None:
+    """Offsets after the transaction: a failed commit is logged, the batch comes again."""
+    offsets = next_offsets(messages)
     try:
         consumer.commit(offsets=offsets, asynchronous=False)
     except KafkaException as error:  # the batch will be read again
@@ -177,6 +190,16 @@ def partition_lag(
     return lag
 
 
+POISON_SHARE = 10  # at most one message in this many of a batch (or one) fails on its own: poison
+
+
+def poison_messages(failed: list[Any], batch_size: int) -> list[Any] | None:
+    """The messages of a batch applied one by one that failed on their own, when they are poison
+    messages: a few of the batch (one, or one in POISON_SHARE). None when more failed: the failure
+    is the consumer's (a store or schema problem), not theirs, and nothing is dead-lettered."""
+    return failed if len(failed) <= max(1, batch_size // POISON_SHARE) else None
+
+
 def relay_fast_path(relay: OutboxRelay, failed_event: str) -> int:
     """The outbox relay's fast path after a commit: the rows published; rows it cannot publish
     now are the relay sweep's (a failure is logged)."""
@@ -197,6 +220,7 @@ class BatchCounters(Protocol):
     batches: int
     published: int
     retries: int
+    dead_letters: int
     seconds: float
 
 
@@ -211,6 +235,7 @@ class ConsumerEvents:
     retry: str
     commit_failed: str
     relay_failed: str
+    dead_letter: str
 
 
 class ConsumerOptions(TypedDict, total=False):
@@ -268,6 +293,12 @@ class BatchConsumer(ABC, Generic[R]):
         self._probe: Consumer | None = None
         self._relay: OutboxRelay | None = None
         self._lock: SessionLock | None = None
+        self._dead_letters: DeadLetterWriter | None = None
+        self._replay_ready = False
+
+    @property
+    def dead_letter_topic(self) -> str:
+        return dead_letter_topic(self.group_id)
 
     # -- what a subclass says -----------------------------------------------------------------
 
@@ -312,6 +343,20 @@ class BatchConsumer(ABC, Generic[R]):
     def _finished(self) -> None:
         """After the consumer closed."""
 
+    def _one_by_one(self, batch: list[Any]) -> list[Any]:
+        """The order a failing batch is applied in, message by message (default: as polled)."""
+        return batch
+
+    # -- the dead-letter replay (events/dead_letters.py) --------------------------------------
+
+    def apply_dead_letter(self, message: Any) -> None:
+        """A dead letter applied again through the consumer's apply path, in a transaction of its
+        own (raises what the apply raised)."""
+        if not self._replay_ready:
+            self._prepare(Stopper(None))
+            self._replay_ready = True
+        self._apply_batch([message], self._new_result())
+
     # -- the run ------------------------------------------------------------------------------
 
     def run(
@@ -351,8 +396,12 @@ class BatchConsumer(ABC, Generic[R]):
             # every partition, from the group's committed offsets (earliest where there is none)
             self._consumer.assign([TopicPartition(t, p, OFFSET_STORED) for t, p in sorted(self._assigned)])
             self._relay = OutboxRelay(self.engine, self.bootstrap_servers) if self.relay_events else None
+            self._dead_letters = DeadLetterWriter(self.bootstrap_servers, self.dead_letter_topic, self.name)
             self._loop(result, until_idle, idle_seconds, stopper)
         finally:
+            if self._dead_letters is not None:
+                self._dead_letters.close()
+                self._dead_letters = None
             if self._consumer is not None:
                 self._consumer.close()
                 self._consumer = None
@@ -390,17 +439,82 @@ class BatchConsumer(ABC, Generic[R]):
             except Exception as error:  # roll back, read the batch again, as the policy decides
                 result.retries += 1
                 self._rewind(batch)
-                if wait_after_failure(streak, error, stopper, self.events.retry, self.logger).give_up:
+                decision = wait_after_failure(streak, error, stopper, self.events.retry, self.logger)
+                if not decision.give_up:
+                    continue
+                if decision.reason != PERMANENT:  # the store stays away: stop, offsets as they were
                     raise self.failed(
                         f"a poll batch failed {streak.attempt} times: {error_line(error)}"
                     ) from error
-                continue
+                if not self._apply_one_by_one(batch, result, stopper, streak.attempt):
+                    break  # stopped meanwhile: the batch comes again (applied messages are no-ops)
+                for tp in next_offsets(batch):  # past the batch, which was rewound
+                    self._consumer.seek(tp)
+                relay = True
             streak.reset()
             commit_batch(self._consumer, batch, self.events.commit_failed)
             result.batches += 1
             if relay:
                 self._relay_fast_path(result)
         self._stopped(result, stopper.reason or StopReason.CANCELLED)
+
+    def _apply_one_by_one(self, batch: list[Any], result: R, stopper: Stopper, tries: int) -> bool:
+        """A batch that failed `tries` times, one transaction per message; the messages that fail on
+        their own go to the dead-letter topic when they are few (`poison_messages`), else the run
+        stops as before. False when stopped before the end."""
+        failures: list[tuple[Any, BaseException]] = []
+        for message in self._one_by_one(batch):
+            streak = FailureStreak(self.policy)
+            while True:
+                try:
+                    self._apply_batch([message], result)
+                    break
+                except Refused:
+                    raise
+                except Exception as error:
+                    if transient_reason(error) is None:  # its own failure: the batch's tries were its
+                        failures.append((message, error))
+                        break
+                    decision = wait_after_failure(streak, error, stopper, self.events.retry, self.logger)
+                    if stopper.stopped():
+                        return False
+                    if decision.give_up:
+                        raise self.failed(
+                            f"a message failed {streak.attempt} times: {error_line(error)}"
+                        ) from error
+        if poison_messages([m for m, _ in failures], len(batch)) is None:
+            first, cause = failures[0]
+            raise self.failed(
+                f"{len(failures)} of {len(batch)} messages of a poll batch failed on their own "
+                f"({first.topic()} first), too many to be poison messages: {error_line(cause)}"
+            ) from cause
+        for failed, cause in failures:
+            self._dead_letter(failed, cause, tries + 1, result)
+        return True
+
+    def _dead_letter(self, message: Any, error: BaseException, attempts: int, result: R) -> None:
+        """The message to the dead-letter topic (flushed: the offset is committed past it next)."""
+        assert self._dead_letters is not None
+        try:
+            self._dead_letters.send(message, error, attempts)
+        except Exception as failure:  # nothing is skipped that is not in the dead-letter topic
+            raise self.failed(
+                f"a poison message could not be dead-lettered: {error_line(failure)}"
+            ) from error
+        result.dead_letters += 1
+        CONSUMER_DEAD_LETTERS.labels(self.name, message.topic()).inc()
+        log_event(
+            self.logger,
+            logging.ERROR,
+            self.events.dead_letter,
+            Topic=message.topic(),
+            Partition=message.partition(),
+            Offset=message.offset(),
+            DeadLetterTopic=self.dead_letter_topic,
+            Attempts=attempts,
+            CorrelationId=self.correlation_id,
+            Error=repr(error_line(error)),
+        )
 
     def _rewind(self, messages: list[Any]) -> None:
         assert self._consumer is not None

@@ -78,6 +78,7 @@ class HandbookSyncResult:
     handbook_transaction_seconds: float = 0.0
     published: int = 0
     retries: int = 0
+    dead_letters: int = 0  # messages written to the dead-letter topic (docs/events.md#dead-letters)
     seconds: float = 0.0
     stopped: str = ""  # idle | deadline | stopped
     renames: list[dict[str, Any]] = field(default_factory=list)
@@ -101,6 +102,7 @@ class HandbookSync(BatchConsumer[HandbookSyncResult]):
         retry="handbook-sync-retry",
         commit_failed="handbook-sync-commit-failed",
         relay_failed="handbook-sync-relay-failed",
+        dead_letter="handbook-sync-dead-letter",
     )
     failed = HandbookSyncFailed
     logger = log

@@ -311,6 +311,13 @@ TALENT_SYNC_LAG_SECONDS = Gauge(
     mode="livemax",
 )
 
+# -- dead letters of the consumers (docs/events.md#dead-letters) -------------------------------
+CONSUMER_DEAD_LETTERS = Counter(
+    "chessboard_consumer_dead_letters_total",
+    "Messages a consumer wrote to its dead-letter topic after they kept failing, by consumer and topic",
+    ("consumer", "topic"),
+)
+
 # -- handbook-sync (docs/store.md#handbook-sync) -----------------------------------------------
 HANDBOOK_SYNC_MESSAGES = Counter(
     "chessboard_handbook_sync_messages_total",

@@ -21,7 +21,9 @@ docs/talent-initial-import.md).
 - A batch that fails is rolled back and read again as `sync_policy` (retry.py) decides: a store
   that restarts is waited for with backoff as long as the import would
   (CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS), the lock taken again on a new session; any other error
-  gets a few attempts, then the run stops with its offsets where they were.
+  gets a few attempts; then the batch is applied message by message, and a message that keeps
+  failing goes to the dead-letter topic `pin-chessboard-talent-sync.dlq` (docs/events.md#dead-letters)
+  while the others apply. `replay-dlq` applies the dead letters again once their cause is fixed.
 - The loop is the one handbook-sync runs too (events/consume.py `BatchConsumer`); this module
   adds the six topics, the stage barrier and the apply path.
 """
@@ -82,6 +84,7 @@ class TalentSync(BatchConsumer[SyncResult]):
         retry="talent_sync_retry",
         commit_failed="talent_sync_commit_failed",
         relay_failed="talent_sync_relay_failed",
+        dead_letter="talent_sync_dead_letter",
     )
     failed = SyncFailed
     logger = log
@@ -155,6 +158,10 @@ class TalentSync(BatchConsumer[SyncResult]):
 
     def _finished(self) -> None:
         self._paused.clear()
+
+    def _one_by_one(self, batch: list[Any]) -> list[Any]:
+        # parents first, as a batch applies them (a stable sort keeps each partition's order)
+        return sorted(batch, key=lambda m: STAGE_INDEX[m.topic()])
 
     # -- the stage barrier --------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ class SyncResult:
     events: int = 0
     published: int = 0  # outbox rows the fast path relayed
     retries: int = 0  # batches rolled back and read again
+    dead_letters: int = 0  # messages written to the dead-letter topic (docs/events.md#dead-letters)
     held: int = 0  # times a child topic waited for its parents (stage barrier)
     seconds: float = 0.0
     stopped: StopReason | None = None  # DONE (idle) | TIME_BUDGET | CANCELLED

@@ -123,3 +123,55 @@ def test_handbook_sync_command(cli_env, engine, broker, capsys):
     ]
     assert main(["talent-sim", "rename", "--city", "4242", "--name", "X"]) == 2  # no region known
     assert "give its region id" in capsys.readouterr().err
+
+
+def test_a_poison_value_is_dead_lettered_and_replay_dlq_applies_it_once_fixed(
+    cli_env, engine, broker, capsys
+):
+    """handbook-sync: a region whose write keeps failing (a trigger of the test's own refuses it)
+    goes to `pin-chessboard-handbook-sync.dlq` while the renames around it apply;
+    `pin-chessboard handbook-sync replay-dlq` (the replay_dead_letters job) puts it back at the end
+    while its cause stays, and applies it once the cause is fixed."""
+    from pin_chessboard_pipelines.talent.simulator.handbook import ensure_handbook_topics, rename_region
+
+    ensure_handbook_topics(broker)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE FUNCTION chessboard.refuse_region() RETURNS trigger LANGUAGE plpgsql AS $$ "
+            "BEGIN IF NEW.id = 78 THEN RAISE EXCEPTION 'region 78 refused'; END IF; RETURN NEW; END $$"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER refuse_region BEFORE UPDATE ON chessboard.handbook_regions "
+            "FOR EACH ROW EXECUTE FUNCTION chessboard.refuse_region()"
+        )
+    for region, name in ((77, "Город Москва"), (78, "Город Санкт-Петербург"), (50, "Подмосковье")):
+        rename_region(broker, region, name, version=2)
+    capsys.readouterr()
+
+    assert main(["handbook-sync", "--until-idle", "--time-budget", "120"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["deadLetters"] == 1 and summary["applied"] == 2
+
+    def names() -> dict[int, str]:
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT id, name FROM chessboard.handbook_regions WHERE id IN (50, 77, 78)"
+            )
+            return dict(rows.all())
+
+    assert (
+        names()[77] == "Город Москва"
+        and names()[50] == "Подмосковье"
+        and names()[78] != "Город Санкт-Петербург"
+    )
+
+    assert main(["handbook-sync", "replay-dlq"]) == 0  # the cause is still there
+    replayed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (replayed["read"], replayed["applied"], replayed["failedAgain"]) == (1, 0, 1)
+    assert "region 78 refused" in replayed["errors"][0]["error"]
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TRIGGER refuse_region ON chessboard.handbook_regions")
+    assert main(["handbook-sync", "replay-dlq"]) == 0
+    replayed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (replayed["status"], replayed["read"], replayed["applied"]) == ("Completed", 1, 1)
+    assert names()[78] == "Город Санкт-Петербург"

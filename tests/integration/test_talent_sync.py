@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import threading
+import uuid
 
 import pytest
 import sqlalchemy as sa
@@ -163,3 +165,110 @@ def test_one_consumer_at_a_time_and_missing_topics_are_refused(engine, broker):
         stop.set()
         worker.join(timeout=30)
     reset_group(broker)  # free again
+
+
+def _dead_letters(bootstrap: str) -> list:
+    """Every message of talent-sync's dead-letter topic."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from pin_chessboard_pipelines.events.dead_letters import dead_letter_topic
+    from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP
+
+    topic = dead_letter_topic(CONSUMER_GROUP)
+    reader = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "test-dlq-reader", "enable.auto.commit": False}
+    )
+    try:
+        reader.assign([TopicPartition(topic, 0, 0)])
+        found = []
+        while (message := reader.poll(3.0)) is not None:
+            if message.error() is None:
+                found.append(message)
+        return found
+    finally:
+        reader.close()
+
+
+def test_a_poison_message_goes_to_the_dead_letter_topic_while_the_messages_after_it_apply(engine, broker):
+    """A developer whose write keeps failing (a trigger of the test's own refuses it, not a
+    validation error) no longer blocks its partition: after the batch's tries it goes, as it was, to
+    `pin-chessboard-talent-sync.dlq` with its error and origin in headers; the developers after it
+    on the same partition apply, the offsets move past it, the counter counts it. Once the cause is
+    fixed, `replay_dead_letters` applies it."""
+    from confluent_kafka import Producer
+
+    from pin_chessboard_pipelines.events.dead_letters import read_dead_letter, replay_dead_letters
+    from pin_chessboard_pipelines.talent.simulator.publish import ensure_topics
+    from tests.support.metrics import sample_value
+
+    developers = ENTITIES[0]
+    ensure_topics(broker)
+    items = [{"id": str(uuid.uuid4()), "version": 1, "name": f"ГК Тест {i}"} for i in range(4)]
+    poison = items[1]["id"]
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "CREATE FUNCTION chessboard.refuse_one_developer() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                f"BEGIN IF NEW.external_talent_id = '{poison}' THEN RAISE EXCEPTION 'developer {poison} refused'; "
+                "END IF; RETURN NEW; END $$"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "CREATE TRIGGER refuse_one_developer BEFORE INSERT OR UPDATE ON chessboard.developers "
+                "FOR EACH ROW EXECUTE FUNCTION chessboard.refuse_one_developer()"
+            )
+        )
+    producer = Producer({"bootstrap.servers": broker})
+    for item in items:  # one partition: the poison is the second message, two come after it
+        producer.produce(
+            developers.topic, key=item["id"].encode(), value=json.dumps(item).encode(), partition=0
+        )
+    assert producer.flush(10) == 0
+    counted = sample_value(
+        "chessboard_consumer_dead_letters_total", consumer="talent-sync", topic=developers.topic
+    )
+
+    result = sync(engine, broker, policy=sync_policy(attempts=2, initial=0.05))
+
+    assert result.stopped is StopReason.DONE and result.dead_letters == 1
+    with engine.connect() as conn:
+        stored = set(
+            conn.execute(sa.text("SELECT external_talent_id::text FROM chessboard.developers")).scalars()
+        )
+    assert stored == {item["id"] for item in items} - {poison}
+    assert committed_offsets(broker)[(developers.topic, 0)] == len(items)  # past the poison
+    [letter] = _dead_letters(broker)
+    headers = {name: value.decode() for name, value in letter.headers()}
+    assert letter.key() == poison.encode() and json.loads(letter.value()) == items[1]
+    assert (
+        headers["pin-dlq-origin-topic"],
+        headers["pin-dlq-origin-partition"],
+        headers["pin-dlq-origin-offset"],
+    ) == (
+        developers.topic,
+        "0",
+        "1",
+    )
+    assert (
+        f"developer {poison} refused" in headers["pin-dlq-error"]
+        and headers["pin-dlq-consumer"] == "talent-sync"
+    )
+    assert headers["pin-dlq-attempts"] == "3"  # the batch's two tries, then its own
+    assert read_dead_letter(letter.key(), letter.value(), letter.headers(), 0).origin.offset == 1
+    assert (
+        sample_value("chessboard_consumer_dead_letters_total", consumer="talent-sync", topic=developers.topic)
+        == counted + 1
+    )
+
+    still = replay_dead_letters(engine, broker, TalentSync(engine, broker))  # the cause is not fixed
+    assert (still.read, still.applied, still.failed_again) == (1, 0, 1)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DROP TRIGGER refuse_one_developer ON chessboard.developers"))
+    fixed = replay_dead_letters(engine, broker, TalentSync(engine, broker))
+    assert (fixed.read, fixed.applied, fixed.failed_again) == (1, 1, 0)
+    assert (
+        count(engine, "SELECT count(*) FROM chessboard.developers WHERE external_talent_id = :id", id=poison)
+        == 1
+    )
+    assert replay_dead_letters(engine, broker, TalentSync(engine, broker)).read == 0  # nothing left
