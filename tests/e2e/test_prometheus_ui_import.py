@@ -39,15 +39,13 @@ REPLAY_SPEEDUP = 10
 
 
 @pytest.fixture(scope="module")
-def stack_and_simulator(pg_server_url: str, pg_template_url: str, kafka_bootstrap: str) -> Iterator[tuple]:
+def stack(pg_server_url: str, pg_template_url: str, kafka_bootstrap: str) -> Iterator[DagsterStack]:
     multiprocess = {"CHESSBOARD_DAGSTER_EXECUTOR": "multiprocess"}
-    with stack_with_simulator(pg_server_url, pg_template_url, kafka_bootstrap, SPEC, multiprocess) as started:
+    with stack_with_simulator(pg_server_url, pg_template_url, kafka_bootstrap, SPEC, multiprocess) as (
+        started,
+        _,
+    ):
         yield started
-
-
-@pytest.fixture(scope="module")
-def stack(stack_and_simulator) -> DagsterStack:
-    return stack_and_simulator[0]
 
 
 @pytest.fixture
@@ -80,11 +78,11 @@ def _pages_done(url: str, stage: str | None = None) -> float:
 
 
 def test_a_ui_launched_import_reads_running_while_it_runs(
-    stack_and_simulator, prometheus: Prometheus, tmp_path: Path
+    stack: DagsterStack, prometheus: Prometheus, tmp_path: Path
 ):
-    """The series Prometheus recorded are then replayed to promtool one minute per scraped second
-    (ten replayed seconds each: the import becomes longer than the rules' windows): neither STUCK nor INTERRUPTED fires for it."""
-    stack, _ = stack_and_simulator
+    """The series Prometheus recorded are then replayed to promtool, ten replayed seconds per
+    scraped second, so that the import outlasts the rules' windows: neither STUCK nor INTERRUPTED
+    fires for it."""
     began = time.time()
     wait_until(lambda: _value(prometheus, "max(chessboard_store_up)") == 1, 60, "store up")
     assert _value(prometheus, "max(chessboard_import_running)") == 0
