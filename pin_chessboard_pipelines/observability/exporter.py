@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 # Pages Done in this window make chessboard_import_throughput_items_per_sec.
 THROUGHPUT_WINDOW_SECONDS = 60
+# a process that finished a page this recently still counts as working on the import
+PROCESS_RECENT_SECONDS = 15
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,8 @@ STORE_GAUGES: tuple[StoreGauge, ...] = (
     ),
     StoreGauge(
         "chessboard_import_processes",
-        "Processes (host:pid) renewing the claim of an import page right now",
+        "Processes (host:pid) holding an import page, or that finished one in the last "
+        f"{PROCESS_RECENT_SECONDS} s",
         "metrics",
         "import_processes",
     ),

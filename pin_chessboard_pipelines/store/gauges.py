@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from pin_chessboard_pipelines.observability.exporter import STORE_GAUGES, THROUGHPUT_WINDOW_SECONDS
+from pin_chessboard_pipelines.observability.exporter import (
+    PROCESS_RECENT_SECONDS,
+    STORE_GAUGES,
+    THROUGHPUT_WINDOW_SECONDS,
+)
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.store.queries import queries
 
@@ -17,6 +21,7 @@ def read_store_gauges(
         "import_lock_key": import_lock_key,
         "alive_seconds": float(alive_seconds),
         "window_seconds": THROUGHPUT_WINDOW_SECONDS,
+        "recent_seconds": PROCESS_RECENT_SECONDS,
     }
     with get_engine(url).connect() as conn:
         return {

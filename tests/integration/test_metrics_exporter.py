@@ -96,6 +96,17 @@ def test_import_running_follows_the_heartbeat_not_a_leftover_row(db_url, engine,
     )
     values = _scrape(db_url, folder)
     assert (values["chessboard_import_running"], values["chessboard_import_processes"]) == (1, 1)
+    # a process that finished a page a moment ago, between two pages, still works on the import
+    run_sql(
+        "UPDATE chessboard.talent_import_pages SET claimed_by = 'pod-b:8', finished_at = now() "
+        "WHERE run_id = :id AND page_no = 0"
+    )
+    assert _scrape(db_url, folder)["chessboard_import_processes"] == 2
+    run_sql(
+        "UPDATE chessboard.talent_import_pages SET finished_at = now() - interval '16 seconds' "
+        "WHERE run_id = :id AND page_no = 0"
+    )
+    assert _scrape(db_url, folder)["chessboard_import_processes"] == 1
     # its processes die: 90 s without a heartbeat and the run is no longer running
     run_sql(
         "UPDATE chessboard.talent_import_runs SET heartbeat_at = now() - interval '91 seconds' "

@@ -33,12 +33,15 @@ WHERE r.status = 'Running'
 
 -- name: import_processes
 -- The processes (claimed_by = <host>:<pid>, a pod's host is its name) working on pages of a
--- Running run right now: their heartbeat on an InProgress page is fresh.
+-- Running run: they hold an InProgress page with a fresh heartbeat, or finished one in the last
+-- :recent_seconds seconds (a page of a few items takes milliseconds; a scrape between two pages
+-- still sees the process).
 SELECT count(DISTINCT p.claimed_by) AS value
 FROM chessboard.talent_import_pages p
 JOIN chessboard.talent_import_runs r ON r.id = p.run_id AND r.status = 'Running'
-WHERE p.status = 'InProgress'
-  AND p.heartbeat_at > now() - make_interval(secs => :alive_seconds)
+WHERE p.claimed_by IS NOT NULL
+  AND ((p.status = 'InProgress' AND p.heartbeat_at > now() - make_interval(secs => :alive_seconds))
+       OR p.finished_at > now() - make_interval(secs => :recent_seconds))
 
 -- name: import_throughput
 -- Items of the Running runs' pages Done in the last :window_seconds seconds, per second.
