@@ -30,8 +30,12 @@ lint: $(STAMP)
 	$(BIN)/mypy pin_chessboard_pipelines
 	$(BIN)/lint-imports
 
+# The suite on TEST_WORKERS processes (pytest-xdist): most tests wait (Dagster's daemon, a browser, a
+# process start), so more workers than cores. Each worker starts its own PostgreSQL and broker; the
+# tests of an xdist_group (a module's Dagster stack, the e2e package's stack) run on one worker.
+TEST_WORKERS ?= 3
 test: system-packages lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # The fault suite: PostgreSQL restarted and crashed, the broker killed and frozen, a Talent API
 # that hangs or answers 5xx/429, imports killed with SIGKILL (tests/faults/).

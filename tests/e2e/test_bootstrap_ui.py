@@ -37,7 +37,8 @@ from tests.support.polling import wait_until
 
 # webserver, daemon, run workers and a browser on a loaded 2-core machine: the deadlines add up past
 # the suite's 300 s per test
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+# one worker runs the module (its fixtures start once): --dist loadgroup
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("test_bootstrap_ui")]
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SPEC = DatasetSpec(developers=3, projects_per_developer=2, objects_per_project=6)

@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-pytestmark = pytest.mark.slow
+from tests.support.dagster_stack import SHARED_STACK_GROUP
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(SHARED_STACK_GROUP)]
 
 
 def test_bare_postgresql_urls_work_for_every_process(dagster_stack):

@@ -29,7 +29,8 @@ from tests.support.polling import wait_until
 
 # Each test waits on the whole stack (webserver, daemon, run workers, browser) with deadlines that
 # add up past the suite's 300 s per test on a loaded 2-core machine: the test's bound is theirs
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+# one worker runs the module (its fixtures start once): --dist loadgroup
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("test_dagster_ui")]
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SPEC = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=12)

@@ -18,7 +18,8 @@ import pytest
 from pin_chessboard_pipelines.runtime.embedded import free_port, port_open
 from tests.support.polling import wait_until
 
-pytestmark = pytest.mark.slow
+# one worker runs the module (its fixtures start once): --dist loadgroup
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_dev_stops_whole")]
 
 BIN = Path(sys.executable).parent
 READY = "running; Ctrl-C stops everything"

@@ -17,10 +17,11 @@ import sqlalchemy as sa
 from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, SENSOR_NAME, UNTIL_TAG, until_of
 from pin_chessboard_pipelines.defs.run_retention.definitions import JOB_NAME as RETENTION_JOB
 from pin_chessboard_pipelines.defs.run_retention.definitions import SCHEDULE_NAME
+from tests.support.dagster_stack import SHARED_STACK_GROUP
 from tests.support.polling import wait_until
 from tests.support.recalc_data import StoreBuilder, standard_project
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(SHARED_STACK_GROUP)]
 
 DUE_WITHIN_SECONDS = 2.0
 

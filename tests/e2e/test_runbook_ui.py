@@ -15,11 +15,11 @@ import sqlalchemy as sa
 
 from pin_chessboard_pipelines.recalc.audit import audit
 from tests.support.browser import chromium_page, type_launchpad_config
-from tests.support.dagster_stack import LOCATION, DagsterStack
+from tests.support.dagster_stack import LOCATION, SHARED_STACK_GROUP, DagsterStack
 from tests.support.polling import wait_until
 from tests.support.recalc_data import ProjectRows, StoreBuilder, queue, standard_project
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(SHARED_STACK_GROUP)]
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 STALE = "ЖК Runbook Forced"  # aggregates never computed: the audit sees drift

@@ -16,7 +16,11 @@ import yaml
 
 from tests.k8s.k8s_probe import IMPORT_JOB, LOCATION_IMAGE, RECALC_JOB, RELEASE_NAMESPACE
 
-pytestmark = pytest.mark.slow  # two fresh interpreters load the definitions
+# one worker runs the module (its fixtures start once): --dist loadgroup
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.xdist_group("test_k8s_executor"),
+]  # two fresh interpreters load the definitions
 
 ROOT = Path(__file__).resolve().parents[2]
 VALUES = ROOT / "deploy" / "helm" / "values.yaml"

@@ -1,5 +1,6 @@
 """The standard deployment under test: `dagster-webserver -w workspace.yaml` and `dagster-daemon run
--w workspace.yaml` as subprocesses, DAGSTER_HOME holding the project's dagster.yaml, run storage and
+-w workspace.yaml` as subprocesses, DAGSTER_HOME holding the project's dagster.yaml (with the shorter
+daemon intervals of TEST_INSTANCE), run storage and
 the chessboard store in fresh databases of the test PostgreSQL, the test broker and a Talent simulator,
 plus a small GraphQL client for the webserver.
 
@@ -49,7 +50,32 @@ TEST_ENV = {
     "CHESSBOARD_RECALC_DRAIN_LEAD_SECONDS": "45",
     "CHESSBOARD_RECALC_DRAIN_POLL_SECONDS": "0.5",
 }
+# The test instance: the project's dagster.yaml with shorter daemon intervals, where Dagster takes them
+# from the instance. The QueuedRunCoordinator daemon looks at the queue every dequeue_interval_seconds
+# (5 by default): a launched run waits for it. The monitoring daemon looks for dead run workers
+# every poll_interval_seconds (30 here): a SIGKILLed run is failed that much later. The sensor
+# (5 s), backfill (30 s) and scheduler (each minute) loops are fixed in Dagster's code.
+TEST_INSTANCE = {
+    "run_coordinator": {"config": {"dequeue_interval_seconds": 1}},
+    "run_monitoring": {"poll_interval_seconds": 3},
+}
+# The xdist group of the modules that use the e2e package's `dagster_stack`: one worker runs them
+# all (`make test`: --dist loadgroup), so the stack starts once
+SHARED_STACK_GROUP = "e2e_dagster_stack"
 _counter = itertools.count()
+
+
+def instance_yaml() -> str:
+    """The project's dagster.yaml with TEST_INSTANCE merged in (maps merged, values replaced)."""
+    import yaml
+
+    def merged(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+        out = dict(base)
+        for key, value in override.items():
+            out[key] = merged(out.get(key) or {}, value) if isinstance(value, Mapping) else value
+        return out
+
+    return yaml.safe_dump(merged(yaml.safe_load((ROOT / "dagster.yaml").read_text()), TEST_INSTANCE))
 
 
 class GraphQLError(AssertionError):
@@ -420,7 +446,7 @@ def start_dagster_stack(
     home, logs, state = base / "dagster_home", base / "logs", base / "state"
     for folder in (home, logs, state / "metrics"):
         folder.mkdir(parents=True)
-    shutil.copyfile(ROOT / "dagster.yaml", home / "dagster.yaml")
+    (home / "dagster.yaml").write_text(instance_yaml())
     port = free_port()
     stack_env = {
         **_clean_environment(),

@@ -72,6 +72,8 @@ def test_ids_are_uuids_that_decode_back_to_collection_and_index():
 @pytest.mark.parametrize(
     "talent_id",
     ["", "nope", str(uuid.uuid4()), "00000000-0000-0000-0000-000000000000", None],
+    # ids of their own: the random UUID's would differ between pytest-xdist workers' collections
+    ids=["empty", "not-a-uuid", "random-uuid4", "nil-uuid", "none"],
 )
 def test_foreign_ids_decode_to_none(talent_id):
     assert ds.decode_id(SMALL, talent_id) is None
