@@ -28,7 +28,11 @@ from tests.support.dagster_stack import DagsterStack, stack_with_simulator
 from tests.support.polling import wait_until
 from tests.support.prometheus import Prometheus, metrics_serve, prometheus_binary, prometheus_scraping
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.xdist_group("test_prometheus_ui_import"),  # its own stack: one worker
+]
 
 # 40 PropertyObjects pages of 3 at 60 ms a read: the stage lasts long enough for many scrapes
 SPEC = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=30, latency_ms=60)
