@@ -228,7 +228,9 @@ def test_each_developer_partition_carries_its_own_figures_first(ui: Ui, page):
         assert metadata["import_planned"] == dataset.count(SPEC, "property-objects")
         # the developer's own figures first, the import run's after
         labels = list(metadata)
-        assert labels[:6] == ["developer_id", "developer_name", "planned", "applied", "skipped", "failed"], labels
+        assert labels[:6] == ["developer_id", "developer_name", "planned", "applied", "skipped", "failed"], (
+            labels
+        )
         assert metadata["developer_name"]  # the current name beside the frozen key
         assert labels.index("import_planned") > labels.index("failed")
     # by clicks: the asset's page, its Partitions tab, one developer's partition
