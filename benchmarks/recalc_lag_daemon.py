@@ -196,10 +196,8 @@ def main() -> None:
             CHESSBOARD_DATABASE_URL=libpq_url(url),
             KAFKA_BOOTSTRAP_SERVERS=f"127.0.0.1:{kafka_port}",
             PIN_CHESSBOARD_STATE_DIR=str(base / "state"),
-            PROMETHEUS_MULTIPROC_DIR=str(base / "metrics"),
             CHESSBOARD_TALENT_SYNC_ENABLED="false",  # no Talent topics here: the sync sensor stays idle
         )
-        (base / "metrics").mkdir()
         ready_started = time.monotonic()
         procs, gql = _start_stack(env, base)
         print(

@@ -31,9 +31,6 @@ class Settings:
     database_url: str | None  # None = the embedded PostgreSQL
     dagster_home: Path
     state_dir: Path
-    metrics_dir: (
-        Path  # PROMETHEUS_MULTIPROC_DIR: every process's metric files (observability/multiprocess.py)
-    )
     talent_api_url: str
     talent_api_token: str | None
     kafka_bootstrap_servers: str
@@ -156,7 +153,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         database_url=_parse(env, "CHESSBOARD_DATABASE_URL", None, _postgres_url, "a postgresql:// URL"),
         dagster_home=Path(env.get("DAGSTER_HOME") or state_dir / "dagster_home").resolve(),
         state_dir=state_dir,
-        metrics_dir=Path(env.get("PROMETHEUS_MULTIPROC_DIR") or state_dir / "metrics").resolve(),
         talent_api_url=_parse(env, "TALENT_API_URL", DEFAULT_TALENT_API_URL, _http_url, "an http(s):// URL"),
         talent_api_token=env.get("TALENT_API_TOKEN") or None,
         kafka_bootstrap_servers=_parse(

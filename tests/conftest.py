@@ -4,19 +4,16 @@ from collections.abc import Iterator
 
 import pytest
 
-# Tests never touch the developer's local state (.state/): metrics files and the Dagster home go
+# Tests never touch the developer's local state (.state/): the Dagster home and scratch files go
 # to a temporary folder. Set before any project module is imported.
 _STATE = tempfile.mkdtemp(prefix="pin-chessboard-test-state-")
 os.environ.setdefault("PIN_CHESSBOARD_STATE_DIR", _STATE)
-os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", os.path.join(_STATE, "metrics"))
-# A pytest-xdist worker inherits the controller's environment, these two included: each worker gets
-# a folder of its own in them (a test reads the metrics files of its own process's folder).
+# A pytest-xdist worker inherits the controller's environment, this variable included: each worker
+# gets a state folder of its own in it.
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if _WORKER:
-    for _name in ("PIN_CHESSBOARD_STATE_DIR", "PROMETHEUS_MULTIPROC_DIR"):
-        os.environ[_name] = os.path.join(os.environ[_name], _WORKER)
+    os.environ["PIN_CHESSBOARD_STATE_DIR"] = os.path.join(os.environ["PIN_CHESSBOARD_STATE_DIR"], _WORKER)
 os.makedirs(os.environ["PIN_CHESSBOARD_STATE_DIR"], exist_ok=True)
-os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
 
 pytest_plugins = [
     "tests.support.postgres",

@@ -11,6 +11,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from functools import partial
 from typing import TextIO
 
 from pin_chessboard_pipelines.cli import (
@@ -26,6 +27,7 @@ from pin_chessboard_pipelines.cli import (
 )
 from pin_chessboard_pipelines.cli.arguments import OneLineParser
 from pin_chessboard_pipelines.errors import EXIT_FAILED, ChessboardError, error_line
+from pin_chessboard_pipelines.observability import samples
 from pin_chessboard_pipelines.observability.tracing import configure_tracing
 from pin_chessboard_pipelines.settings import load_settings
 
@@ -70,7 +72,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_logging(args.verbose)
     try:
-        configure_tracing(load_settings())  # every variable is checked before any command runs
+        settings = load_settings()
+        configure_tracing(settings)  # every variable is checked before any command runs
+        # what a command counts reaches the store (found when first needed) by its exit
+        from pin_chessboard_pipelines.runtime.services import database_url
+        from pin_chessboard_pipelines.store.metric_samples import DeferredStoreSink
+
+        samples.install(DeferredStoreSink(partial(database_url, settings)))
         return int(args.func(args) or 0)
     except ChessboardError as error:
         print(error.line(), file=sys.stderr)

@@ -6,8 +6,8 @@ import argparse
 import signal
 import threading
 
-# Dead processes' files are compacted at each scrape, and this often without one.
-COMPACT_EVERY_SECONDS = 30.0
+# Live gauges of processes long gone are removed this often.
+PRUNE_EVERY_SECONDS = 60.0
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -24,31 +24,34 @@ def _serve(args: argparse.Namespace) -> int:
 
     from prometheus_client import start_http_server
 
-    from pin_chessboard_pipelines.observability import multiprocess
     from pin_chessboard_pipelines.observability.exporter import build_registry
     from pin_chessboard_pipelines.recalc.queue import IMPORT_RUN_ALIVE_SECONDS
     from pin_chessboard_pipelines.runtime.services import database_url
     from pin_chessboard_pipelines.settings import load_settings
     from pin_chessboard_pipelines.store.gauges import read_store_gauges
+    from pin_chessboard_pipelines.store.metric_samples import prune_live, read_samples
     from pin_chessboard_pipelines.talent_import.lock import LOCK as IMPORT_LOCK
 
     settings = load_settings()
-    folder = settings.metrics_dir
+    url = database_url(settings)
     read = partial(
         read_store_gauges,
-        database_url(settings),
+        url,
         settings.recalc_poison_attempts,
         IMPORT_LOCK.key,
         IMPORT_RUN_ALIVE_SECONDS,
     )
-    registry = build_registry(folder, read)
+    registry = build_registry(partial(read_samples, url), read)
     server, thread = start_http_server(args.port, addr=args.host, registry=registry)
     print(f"metrics on http://{args.host}:{args.port}/metrics", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    while not stop.wait(COMPACT_EVERY_SECONDS):
-        multiprocess.compact(folder)
+    while not stop.wait(PRUNE_EVERY_SECONDS):
+        try:
+            prune_live(url)
+        except Exception as error:  # noqa: BLE001 - the next round tries again; scrapes go on
+            print(f"live metric rows not pruned: {type(error).__name__}", flush=True)
     server.shutdown()
     thread.join()
     return 0

@@ -20,10 +20,12 @@ from pin_chessboard_pipelines.defs.dagster_private import (
 )
 from pin_chessboard_pipelines.events.fast_path import relay_after_commit
 from pin_chessboard_pipelines.events.outbox import pending_summary
+from pin_chessboard_pipelines.observability import samples
 from pin_chessboard_pipelines.observability.tracing import configure_tracing
 from pin_chessboard_pipelines.runtime.services import missing_database_url
 from pin_chessboard_pipelines.settings import Settings, load_settings
 from pin_chessboard_pipelines.store.engine import get_engine
+from pin_chessboard_pipelines.store.metric_samples import store_sink
 
 EVENTS_ASSET = "pin_chessboard_events"  # the pin.chessboard.*.v1 topics (defs/outbox)
 LAG_CHECK = "outbox_lag_within_slo"
@@ -42,9 +44,15 @@ class ChessboardResource(dg.ConfigurableResource):
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """Once per process that runs a job or a sensor with this resource: the store's URL checked,
-        traces (README "Traces")."""
-        _ = self.url
+        traces (README "Traces"), the process's metric samples flushed to the store
+        (observability/samples.py)."""
+        samples.install(store_sink(self.url))
         configure_tracing(self.settings)
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        """The end of a step or a sensor evaluation: what it counted reaches the store before the
+        process (a pod, maybe) is gone."""
+        samples.flush()
 
     @cached_property
     def settings(self) -> Settings:

@@ -1,17 +1,17 @@
 """What `pin-chessboard metrics serve --port P` exposes, in Prometheus text format.
 
-Counters and histograms: every process that ran a job, read from the metrics folder
-(multiprocess.py: the files of dead processes are compacted at each scrape). Gauges of live state:
-read from PostgreSQL at each scrape (STORE_GAUGES), so no crash can leave one stuck; the caller
-(cli/metrics.py) passes the function that runs their named queries.
+Counters, histograms and recorded gauges: the sums every process of every run wrote to
+chessboard.metric_samples (samples.py). Gauges of live state: read from PostgreSQL at each scrape
+(STORE_GAUGES), so no crash can leave one stuck. The caller (cli/metrics.py) passes the functions
+that run the store's queries.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
@@ -19,7 +19,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from pin_chessboard_pipelines.observability import metrics, multiprocess
+from pin_chessboard_pipelines.observability import metrics
 
 log = logging.getLogger(__name__)
 
@@ -106,16 +106,26 @@ STORE_UP = "chessboard_store_up"
 ReadStoreGauges = Callable[[], Mapping[str, float]]
 
 
-class FolderCollector(Collector):
-    """The multiprocess folder, plus a zero for every metric no process has recorded yet (a
-    counter's `initial` label sets, a label-less histogram's buckets, a label-less gauge): the
-    dashboard and `increase()` see every series of a fresh deployment from the start."""
+# (kind, sample key, value) of every stored sample, live gauges of gone processes left out
+ReadSamples = Callable[[], Iterable[tuple[str, str, float]]]
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
+
+class SampleCollector(Collector):
+    """The stored samples, plus a zero for every metric no process has recorded yet (a counter's
+    `initial` label sets, a label-less histogram's buckets, a label-less gauge): the dashboard
+    and `increase()` see every series of a fresh deployment from the start. An unreachable store
+    exposes the zeros only (chessboard_store_up says why)."""
+
+    def __init__(self, read: ReadSamples) -> None:
+        self.read = read
 
     def collect(self) -> Iterator[Metric]:
-        families = {m.name: m for m in multiprocess.collect(self.folder)}
+        try:
+            rows = list(self.read())
+        except Exception as error:  # noqa: BLE001 - a scrape must not fail
+            log.warning("metric samples unavailable: %s", type(error).__name__)
+            rows = []
+        families = {family.name: family for family in families_of(rows)}
         for metric in metrics.ALL:
             name = metric.family if isinstance(metric, metrics.Counter) else metric.name
             family = families.get(name)
@@ -123,6 +133,36 @@ class FolderCollector(Collector):
                 family = families[name] = Metric(name, metric.documentation, metric.kind)
             _add_zeros(family, metric)
         yield from families.values()
+
+
+def families_of(rows: Iterable[tuple[str, str, float]]) -> list[Metric]:
+    """Stored samples as metric families: several rows of one sample (live gauges of several
+    processes) show the greatest, or the sum for counters; histogram buckets become cumulative
+    and gain `_count`, as Prometheus reads them."""
+    values: dict[tuple[str, str], float] = {}
+    for kind, key, value in rows:
+        kind = "gauge" if kind.startswith("gauge") else kind
+        old = values.get((kind, key))
+        values[(kind, key)] = value if old is None else (old + value if kind != "gauge" else max(old, value))
+    families: dict[str, Metric] = {}
+    buckets: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[float, float]]] = {}
+    for (kind, key), value in sorted(values.items()):
+        family_name, sample, labels, documentation = json.loads(key)
+        family = families.setdefault(family_name, Metric(family_name, documentation, kind))
+        if kind == "histogram" and sample.endswith("_bucket"):
+            rest = tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
+            buckets.setdefault((family_name, rest), []).append((float(labels["le"]), value))
+        else:
+            family.add_sample(sample, labels, value)
+    for (family_name, rest), bounds in buckets.items():
+        total = 0.0
+        for bound, count in sorted(bounds):
+            total += count
+            families[family_name].add_sample(
+                f"{family_name}_bucket", {**dict(rest), "le": floatToGoString(bound)}, total
+            )
+        families[family_name].add_sample(f"{family_name}_count", dict(rest), total)
+    return list(families.values())
 
 
 def _add_zeros(family: Metric, metric: metrics.Counter | metrics.Histogram | metrics.Gauge) -> None:
@@ -167,9 +207,9 @@ class StoreGaugeCollector(Collector):
             yield family
 
 
-def build_registry(folder: Path, read_store_gauges: ReadStoreGauges) -> CollectorRegistry:
+def build_registry(read_samples: ReadSamples, read_store_gauges: ReadStoreGauges) -> CollectorRegistry:
     registry = CollectorRegistry()
-    registry.register(FolderCollector(folder))
+    registry.register(SampleCollector(read_samples))
     registry.register(StoreGaugeCollector(read_store_gauges))
     return registry
 

@@ -1,10 +1,10 @@
 """The project's metrics: names, labels and help texts as the jobs' docs name them, and how a job
 process records them.
 
-Dagster runs are short-lived processes, so every process writes its samples to its own file in
-the metrics folder (observability/multiprocess.py); `pin-chessboard metrics serve` sums them.
-Importing this module does nothing but define the metrics: the folder comes from settings.py
-(PROMETHEUS_MULTIPROC_DIR) the first time a process records a sample.
+A step of a run may be a process or a pod that lives for seconds, so a process keeps no samples:
+it buffers them for at most a second and adds them to the store's sums (observability/samples.py,
+chessboard.metric_samples), which `pin-chessboard metrics serve` reads at each scrape. Importing
+this module does nothing but define the metrics.
 
 Rules for call sites (docs/talent-initial-import.md#metrics-logs-and-alerts):
 - a counter counts what committed: increment after the transaction, from its result
@@ -28,15 +28,15 @@ from prometheus_client.mmap_dict import mmap_key
 from prometheus_client.utils import floatToGoString
 
 from pin_chessboard_pipelines.entities import ENTITIES
-from pin_chessboard_pipelines.observability import multiprocess
+from pin_chessboard_pipelines.observability import samples
 
 
 @functools.lru_cache(maxsize=8192)
 def _key(
     family: str, sample: str, labelnames: tuple[str, ...], labelvalues: tuple[str, ...], doc: str
 ) -> str:
-    """The sample's key in a process file (prometheus_client's format, so its reader merges them);
-    cached: building it (JSON) costs more than writing the value."""
+    """The sample's key in chessboard.metric_samples (prometheus_client's JSON of family, sample,
+    labels and help); cached: building it costs more than recording the value."""
     return mmap_key(family, sample, list(labelnames), list(labelvalues), doc)
 
 
@@ -109,7 +109,7 @@ class _CounterChild:
             return
         m = self.metric
         key = _key(m.family, m.name, m.labelnames, self.labelvalues, m.documentation)
-        multiprocess.record(m.file_prefix, key, amount, add=True)
+        samples.record(m.file_prefix, [(key, amount)])
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ class _HistogramChild:
         buckets, total = _histogram_keys(m, self.labelvalues)
         items = [(key, 1.0 if i == first else 0.0) for i, key in enumerate(buckets)]
         items.append((total, value))
-        multiprocess.record_many(m.file_prefix, items, add=True)
+        samples.record(m.file_prefix, items)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -166,9 +166,13 @@ def _histogram_keys(m: Histogram, labelvalues: tuple[str, ...]) -> tuple[tuple[s
 
 @dataclass(frozen=True)
 class Gauge(_Metric):
-    # prometheus_client's multi-process modes; only those a crash cannot leave wrong are used:
-    # "max" for timestamps, "live*" for values that vanish with their process.
+    # only modes a crash cannot leave wrong: "max" for timestamps, "livemax" for values that vanish
+    # with their process (samples.LIVE_SECONDS after it stopped refreshing them)
     mode: str = "livemax"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("max", "livemax"):
+            raise ValueError(f"{self.name}: gauge mode {self.mode!r} is neither max nor livemax")
 
     @property
     def kind(self) -> str:
@@ -196,7 +200,7 @@ class _GaugeChild:
     def set(self, value: float) -> None:
         m = self.metric
         key = _key(m.name, m.name, m.labelnames, self.labelvalues, m.documentation)
-        multiprocess.record(m.file_prefix, key, float(value), add=False)
+        samples.record(m.file_prefix, [(key, float(value))])
 
 
 _STAGES = tuple(entity.stage for entity in ENTITIES)

@@ -13,6 +13,7 @@ from sqlalchemy import (
     Column,
     Date,
     DateTime,
+    Double,
     ForeignKey,
     Index,
     Integer,
@@ -246,6 +247,19 @@ developer_partitions = Table(
     Column("name", Text, nullable=False),
     _ts("first_seen_at"),
     _ts("renamed_at", nullable=True, default=False),
+)
+
+# Every process's metric samples (observability/samples.py), read by `metrics serve`: counters
+# and histogram buckets summed over processes (owner ''), `max` gauges the greatest value, `live`
+# gauges one row per live process (owner host:pid:token), ignored when not refreshed.
+metric_samples = Table(
+    "metric_samples",
+    metadata,
+    Column("kind", Text, primary_key=True),  # counter, histogram, gauge_max, gauge_livemax
+    Column("key", Text, primary_key=True),  # prometheus_client's JSON of family, sample, labels, help
+    Column("owner", Text, primary_key=True, server_default=text("''")),
+    Column("value", Double, nullable=False),
+    _ts("updated_at"),
 )
 
 project_recalc_requests = Table(

@@ -82,8 +82,7 @@ def test_dev_stops_every_process_it_started(state_dir, signum, output):
         for key, value in os.environ.items()
         if not key.startswith(("CHESSBOARD_", "DAGSTER_", "TALENT_", "KAFKA_", "PIN_CHESSBOARD_"))
     }
-    env.update(PIN_CHESSBOARD_STATE_DIR=str(state_dir), PROMETHEUS_MULTIPROC_DIR=str(state_dir / "metrics"))
-    (state_dir / "metrics").mkdir(exist_ok=True)
+    env.update(PIN_CHESSBOARD_STATE_DIR=str(state_dir))
     log = state_dir / f"dev-{signum.name}-{output}.log"
     command = [str(BIN / "pin-chessboard"), "dev", "--port", str(free_port())]
     reader = None

@@ -33,7 +33,6 @@ def cli_env(tmp_path: Path, db_url: str) -> dict[str, str]:
         CHESSBOARD_DATABASE_URL=db_url,
         DAGSTER_HOME=str(tmp_path / "dagster_home"),
         PIN_CHESSBOARD_STATE_DIR=str(tmp_path),
-        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
         PYTHONPATH=str(PROJECT_ROOT),
     )
     return env

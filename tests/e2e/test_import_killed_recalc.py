@@ -46,7 +46,6 @@ def test_a_killed_imports_held_requests_are_drained_within_the_cap_once_it_is_ma
         CHESSBOARD_DATABASE_URL=db_url,
         DAGSTER_HOME=str(tmp_path / "dagster_home"),
         PIN_CHESSBOARD_STATE_DIR=str(tmp_path),
-        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
         PYTHONPATH=str(PROJECT_ROOT),
         TALENT_API_URL=sim.url,
         CHESSBOARD_RECALC_DEBOUNCE_SECONDS=str(DEBOUNCE),

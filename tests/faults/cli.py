@@ -63,14 +63,12 @@ class Cli:
             DAGSTER_HOME=str(tmp_path / "dagster_home"),
             DAGSTER_POSTGRES_URL=sqlalchemy_url(with_database(database_url, f"dagster_{database}")),
             PIN_CHESSBOARD_STATE_DIR=str(tmp_path / "state"),
-            PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
             KAFKA_BOOTSTRAP_SERVERS=bootstrap,
             CHESSBOARD_RECALC_DEBOUNCE_SECONDS="0",
             PYTHONPATH=str(PROJECT_ROOT),
             PYTHONUNBUFFERED="1",
         )
         base.update(env)
-        (tmp_path / "metrics").mkdir(parents=True, exist_ok=True)
         self.env = base
         self._running: list[subprocess.Popen] = []
 

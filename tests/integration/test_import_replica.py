@@ -60,8 +60,8 @@ def _fingerprint(engine) -> dict[str, str]:
     return prints
 
 
-def _metric(name: str, labels: dict[str, str] | None = None) -> float:
-    return sample_value(name, **(labels or {}))
+def _metric(url: str, name: str, labels: dict[str, str] | None = None) -> float:
+    return sample_value(url, name, **(labels or {}))
 
 
 def test_an_empty_source_completes_and_writes_nothing(db_url, engine, talent_sim):
@@ -134,7 +134,7 @@ def test_a_duplicate_run_changes_nothing(db_url, engine, talent_sim):
 def test_poison_items_are_quarantined_and_the_run_completes(db_url, engine, talent_sim):
     spec = DatasetSpec(**{**SPEC.__dict__, "poison_every": 5})
     sim = talent_sim(spec)
-    failed_before = _metric("chessboard_import_failed_items_total")
+    failed_before = _metric(db_url, "chessboard_import_failed_items_total")
     result = _import(db_url, sim)
     assert result.status == "Completed"
     poison = sum(1 for i in range(48) if dataset.poison_kind(spec, i))
@@ -157,7 +157,7 @@ def test_poison_items_are_quarantined_and_the_run_completes(db_url, engine, tale
         r["error_code"].startswith("CHESSBOARD_SYNC_") and r["payload"]["id"] == r["external_id"]
         for r in rows
     )
-    assert _metric("chessboard_import_failed_items_total") - failed_before == poison
+    assert _metric(db_url, "chessboard_import_failed_items_total") - failed_before == poison
     # seen again in a later run: quarantined again, counted failed (not skipped)
     again = _import(db_url, sim)
     assert again.stages["PropertyObjects"].failed == poison and again.stages["PropertyObjects"].applied == 0
@@ -180,14 +180,14 @@ def test_unknown_enum_values_take_the_fallback_and_are_counted(db_url, engine, t
     spec = DatasetSpec(**{**SPEC.__dict__, "unknown_enum_every": 2})
     sim = talent_sim(spec)
     status_before = _metric(
-        "chessboard_sync_unknown_enum_total", {"enum": "propertyObject.status", "value": "Frozen"}
+        db_url, "chessboard_sync_unknown_enum_total", {"enum": "propertyObject.status", "value": "Frozen"}
     )
     result = _import(db_url, sim)
     assert result.status == "Completed" and result.totals.failed == 0
     frozen = sum(1 for i in range(48) if dataset.unknown_enum_field(spec, "property-objects", i))
     assert _count(engine, "property_objects", "status = 'Hidden'") >= frozen > 0
     after = _metric(
-        "chessboard_sync_unknown_enum_total", {"enum": "propertyObject.status", "value": "Frozen"}
+        db_url, "chessboard_sync_unknown_enum_total", {"enum": "propertyObject.status", "value": "Frozen"}
     )
     assert after - status_before == frozen
     with engine.connect() as conn:

@@ -7,16 +7,16 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from prometheus_client import generate_latest
 
-from pin_chessboard_pipelines.observability import multiprocess
+from pin_chessboard_pipelines.observability import samples
 from pin_chessboard_pipelines.observability.exporter import build_registry
 from pin_chessboard_pipelines.replica.apply import apply_snapshots
 from pin_chessboard_pipelines.store.gauges import read_store_gauges
+from pin_chessboard_pipelines.store.metric_samples import read_samples, store_sink
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent_import.lock import LOCK, ImportLock
 from pin_chessboard_pipelines.talent_import.request import build_request
@@ -26,14 +26,15 @@ from tests.support.import_runs import insert_import_run
 
 
 @pytest.fixture
-def folder(tmp_path: Path):
-    multiprocess.configure(tmp_path / "metrics")
-    yield tmp_path / "metrics"
-    multiprocess.configure(None)
+def counting(db_url: str):
+    """This process counts from zero into the test's store."""
+    samples.discard()
+    samples.install(store_sink(db_url))
 
 
-def _scrape(db_url: str, folder: Path) -> dict[str, float]:
-    registry = build_registry(folder, partial(read_store_gauges, db_url, 5, LOCK.key))
+def _scrape(db_url: str) -> dict[str, float]:
+    samples.flush()
+    registry = build_registry(partial(read_samples, db_url), partial(read_store_gauges, db_url, 5, LOCK.key))
     out = {}
     for line in generate_latest(registry).decode().splitlines():
         if line and not line.startswith("#"):
@@ -42,7 +43,7 @@ def _scrape(db_url: str, folder: Path) -> dict[str, float]:
     return out
 
 
-def test_recalc_gauges_leave_poison_rows_out_of_the_due_backlog(db_url, engine, folder):
+def test_recalc_gauges_leave_poison_rows_out_of_the_due_backlog(db_url, engine, counting):
     with engine.begin() as conn:
         conn.execute(
             sa.text(
@@ -55,7 +56,7 @@ def test_recalc_gauges_leave_poison_rows_out_of_the_due_backlog(db_url, engine, 
             ),
             {"p": uuid.uuid4(), "t": uuid.uuid4()},
         )
-    values = _scrape(db_url, folder)
+    values = _scrape(db_url)
     assert values["chessboard_store_up"] == 1
     assert values["chessboard_recalc_queue_depth"] == 154
     assert values["chessboard_recalc_due_backlog"] == 3  # 150 poison rows do not keep the backlog alert up
@@ -63,7 +64,7 @@ def test_recalc_gauges_leave_poison_rows_out_of_the_due_backlog(db_url, engine, 
     assert values["chessboard_outbox_backlog"] == 0
 
 
-def test_import_running_follows_the_heartbeat_not_a_leftover_row(db_url, engine, folder):
+def test_import_running_follows_the_heartbeat_not_a_leftover_row(db_url, engine, counting):
     run_id = uuid.uuid4()
     started = datetime.now(UTC) - timedelta(hours=3)
     insert_import_run(engine, run_id, started_at=started, correlation_id=str(run_id), page_size=10)
@@ -77,7 +78,7 @@ def test_import_running_follows_the_heartbeat_not_a_leftover_row(db_url, engine,
             {"id": run_id},
         )
     # a killed import: the row says Running, nobody holds the lock
-    values = _scrape(db_url, folder)
+    values = _scrape(db_url)
     assert values["chessboard_import_running"] == 0
     assert values["chessboard_import_runs_running"] == 1
     assert values["chessboard_import_run_duration_seconds"] > 3 * 3600 - 60
@@ -94,46 +95,46 @@ def test_import_running_follows_the_heartbeat_not_a_leftover_row(db_url, engine,
         "UPDATE chessboard.talent_import_pages SET status = 'InProgress', claimed_by = 'pod-a:7', "
         "heartbeat_at = now() WHERE run_id = :id AND page_no = 1"
     )
-    values = _scrape(db_url, folder)
+    values = _scrape(db_url)
     assert (values["chessboard_import_running"], values["chessboard_import_processes"]) == (1, 1)
     # a process that finished a page a moment ago, between two pages, still works on the import
     run_sql(
         "UPDATE chessboard.talent_import_pages SET claimed_by = 'pod-b:8', finished_at = now() "
         "WHERE run_id = :id AND page_no = 0"
     )
-    assert _scrape(db_url, folder)["chessboard_import_processes"] == 2
+    assert _scrape(db_url)["chessboard_import_processes"] == 2
     run_sql(
         "UPDATE chessboard.talent_import_pages SET finished_at = now() - interval '16 seconds' "
         "WHERE run_id = :id AND page_no = 0"
     )
-    assert _scrape(db_url, folder)["chessboard_import_processes"] == 1
+    assert _scrape(db_url)["chessboard_import_processes"] == 1
     # its processes die: 90 s without a heartbeat and the run is no longer running
     run_sql(
         "UPDATE chessboard.talent_import_runs SET heartbeat_at = now() - interval '91 seconds' "
         "WHERE id = :id; UPDATE chessboard.talent_import_pages "
         "SET heartbeat_at = now() - interval '91 seconds' WHERE run_id = :id"
     )
-    values = _scrape(db_url, folder)
+    values = _scrape(db_url)
     assert (values["chessboard_import_running"], values["chessboard_import_processes"]) == (0, 0)
     # the CLI holds the import lock: its run is alive while the heartbeat is fresh and the lock held
     run_sql("UPDATE chessboard.talent_import_runs SET heartbeat_at = now(), lock_held = true WHERE id = :id")
-    assert _scrape(db_url, folder)["chessboard_import_running"] == 0  # nobody holds the lock: killed
+    assert _scrape(db_url)["chessboard_import_running"] == 0  # nobody holds the lock: killed
     lock = ImportLock(db_url)
     lock.acquire(timeout=0)
     try:
-        assert _scrape(db_url, folder)["chessboard_import_running"] == 1
+        assert _scrape(db_url)["chessboard_import_running"] == 1
     finally:
         lock.release()
-    assert _scrape(db_url, folder)["chessboard_import_running"] == 0
+    assert _scrape(db_url)["chessboard_import_running"] == 0
 
 
-def test_store_down_is_reported_not_raised(folder):
-    values = _scrape("postgresql://nobody@127.0.0.1:1/none", folder)
+def test_store_down_is_reported_not_raised():
+    values = _scrape("postgresql://nobody@127.0.0.1:1/none")
     assert values["chessboard_store_up"] == 0
     assert "chessboard_import_running" not in values
 
 
-def test_a_rolled_back_page_counts_its_quarantine_once(db_url, engine, talent_sim, folder):
+def test_a_rolled_back_page_counts_its_quarantine_once(db_url, engine, talent_sim, counting):
     """The first attempt of every property-object page fails after the apply (inside the page
     transaction); the retry commits. Failed items and unknown enums are counted once."""
     sim = talent_sim(DatasetSpec(objects_per_project=8, poison_every=3, unknown_enum_every=2))
@@ -159,7 +160,7 @@ def test_a_rolled_back_page_counts_its_quarantine_once(db_url, engine, talent_si
         quarantined = conn.execute(
             sa.text("SELECT count(*) FROM chessboard.talent_import_failed_items")
         ).scalar()
-    values = _scrape(db_url, folder)
+    values = _scrape(db_url)
     assert quarantined > 0
     assert values["chessboard_import_failed_items_total"] == quarantined == result.totals.failed
     unknown = sum(v for k, v in values.items() if k.startswith("chessboard_sync_unknown_enum_total{"))

@@ -469,17 +469,18 @@ def test_backlog_drains_in_one_call_across_batches(engine):
 
 
 def test_drain_updates_the_seed_metrics(engine):
+    url = engine.url.render_as_string(hide_password=False)
     from tests.support.metrics import sample_value
 
     def snapshot() -> dict[str, float]:
         return {
-            "success": sample_value("chessboard_recalc_runs_total", result="success"),
-            "skipped": sample_value("chessboard_recalc_runs_total", result="skipped"),
-            "coalesced": sample_value("chessboard_recalc_coalesced_events_total"),
-            "project": sample_value("chessboard_recalc_republished_total", entity="project"),
-            "layout": sample_value("chessboard_recalc_republished_total", entity="layout"),
-            "durations": sample_value("chessboard_recalc_process_duration_seconds_count"),
-            "lags": sample_value("chessboard_recalc_event_lag_seconds_count"),
+            "success": sample_value(url, "chessboard_recalc_runs_total", result="success"),
+            "skipped": sample_value(url, "chessboard_recalc_runs_total", result="skipped"),
+            "coalesced": sample_value(url, "chessboard_recalc_coalesced_events_total"),
+            "project": sample_value(url, "chessboard_recalc_republished_total", entity="project"),
+            "layout": sample_value(url, "chessboard_recalc_republished_total", entity="layout"),
+            "durations": sample_value(url, "chessboard_recalc_process_duration_seconds_count"),
+            "lags": sample_value(url, "chessboard_recalc_event_lag_seconds_count"),
         }
 
     before = snapshot()

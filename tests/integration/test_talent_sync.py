@@ -225,8 +225,9 @@ def test_a_poison_message_goes_to_the_dead_letter_topic_while_the_messages_after
             developers.topic, key=item["id"].encode(), value=json.dumps(item).encode(), partition=0
         )
     assert producer.flush(10) == 0
+    url = engine.url.render_as_string(hide_password=False)
     counted = sample_value(
-        "chessboard_consumer_dead_letters_total", consumer="talent-sync", topic=developers.topic
+        url, "chessboard_consumer_dead_letters_total", consumer="talent-sync", topic=developers.topic
     )
 
     result = sync(engine, broker, policy=sync_policy(attempts=2, initial=0.05))
@@ -257,7 +258,9 @@ def test_a_poison_message_goes_to_the_dead_letter_topic_while_the_messages_after
     assert headers["pin-dlq-attempts"] == "3"  # the batch's two tries, then its own
     assert read_dead_letter(letter.key(), letter.value(), letter.headers(), 0).origin.offset == 1
     assert (
-        sample_value("chessboard_consumer_dead_letters_total", consumer="talent-sync", topic=developers.topic)
+        sample_value(
+            url, "chessboard_consumer_dead_letters_total", consumer="talent-sync", topic=developers.topic
+        )
         == counted + 1
     )
 

@@ -405,7 +405,6 @@ def _clean_environment() -> dict[str, str]:
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("CHESSBOARD_", "DAGSTER_", "TALENT_", "KAFKA_", "PIN_CHESSBOARD_"))
-        and key != "PROMETHEUS_MULTIPROC_DIR"
     }
 
 
@@ -444,7 +443,7 @@ def start_dagster_stack(
     dagster_url = libpq_url(with_database(pg_server_url, dagster_db))
     base = Path(tempfile.mkdtemp(prefix="dagster-stack-"))
     home, logs, state = base / "dagster_home", base / "logs", base / "state"
-    for folder in (home, logs, state / "metrics"):
+    for folder in (home, logs, state):
         folder.mkdir(parents=True)
     (home / "dagster.yaml").write_text(instance_yaml())
     port = free_port()
@@ -456,7 +455,6 @@ def start_dagster_stack(
         "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
         "TALENT_API_URL": talent_api_url,
         "PIN_CHESSBOARD_STATE_DIR": str(state),
-        "PROMETHEUS_MULTIPROC_DIR": str(state / "metrics"),
         "PYTHONUNBUFFERED": "1",
         **TEST_ENV,
         **(env or {}),

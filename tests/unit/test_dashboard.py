@@ -91,14 +91,14 @@ def test_the_panels_the_docs_ask_for():
         assert metric in exprs, metric
 
 
-def test_a_fresh_deployment_exposes_every_dashboard_metric(tmp_path):
-    """No process has recorded anything yet (an empty metrics folder): every series a panel names
+def test_a_fresh_deployment_exposes_every_dashboard_metric():
+    """No process has recorded anything yet (no stored sample): every series a panel names
     is exposed, at 0, so the dashboard reads 0 instead of "No data" until each job has run once."""
     from prometheus_client import generate_latest
 
     from pin_chessboard_pipelines.observability.exporter import STORE_GAUGES, build_registry
 
-    registry = build_registry(tmp_path, lambda: {gauge.name: 0.0 for gauge in STORE_GAUGES})
+    registry = build_registry(lambda: [], lambda: {gauge.name: 0.0 for gauge in STORE_GAUGES})
     samples = {}
     for line in generate_latest(registry).decode().splitlines():
         if line and not line.startswith("#"):
