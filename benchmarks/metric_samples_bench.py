@@ -33,8 +33,8 @@ from pin_chessboard_pipelines.observability import metrics, samples  # noqa: E40
 from pin_chessboard_pipelines.observability.exporter import families_of  # noqa: E402
 from pin_chessboard_pipelines.observability.samples import Key  # noqa: E402
 from pin_chessboard_pipelines.runtime.embedded import admin_execute  # noqa: E402
-from pin_chessboard_pipelines.store.metric_samples import StoreSink, read_samples  # noqa: E402
 from pin_chessboard_pipelines.store.engine import with_database  # noqa: E402
+from pin_chessboard_pipelines.store.metric_samples import StoreSink, read_samples  # noqa: E402
 from pin_chessboard_pipelines.store.migrate import upgrade  # noqa: E402
 
 STAGE = "PropertyObjects"
