@@ -42,6 +42,7 @@ class StageState:
     failed: int
     max_attempts: int
     walked_scopes: frozenset[str]
+    span_seconds: float = 0.0  # from the stage's first claim to its last page finished
 
     def complete(self, scope_keys: list[str]) -> bool:
         """The barrier: every walk of the stage ended and every page is Done."""
@@ -323,6 +324,7 @@ def stage_state(conn: Connection, run_id: uuid.UUID, stage: str) -> StageState:
         failed=row["failed"],
         max_attempts=row["max_attempts"],
         walked_scopes=frozenset(row["walked_scopes"] or ()),
+        span_seconds=max(0.0, float(row["span_seconds"])),
     )
 
 

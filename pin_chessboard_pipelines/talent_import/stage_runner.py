@@ -101,9 +101,11 @@ def work_stage(session: ImportRun, stage: Entity) -> StageReport:
 
 
 def stage_report(
-    session: ImportRun, stage: Entity, worked: StageReport | None = None, duration_seconds: float = 0.0
+    session: ImportRun, stage: Entity, worked: StageReport | None = None, duration_seconds: float | None = None
 ) -> StageReport:
-    """The stage at its barrier as the pages say (every process's work), logged once."""
+    """The stage at its barrier as the pages say (every process's work), logged once. Its duration:
+    the caller's when it timed the stage itself, else the pages' span (a Dagster barrier step,
+    whose page steps ran in other processes)."""
 
     def read() -> tuple[StageCounters, runs.StageState]:
         with session.engine.begin() as conn:
@@ -120,7 +122,7 @@ def stage_report(
         counters=counters,
         pages=state.pages,
         pages_processed=worked.pages_processed if worked else 0,
-        duration_seconds=duration_seconds,
+        duration_seconds=state.span_seconds if duration_seconds is None else duration_seconds,
         cancelled=not complete,
         page_durations_ms=worked.page_durations_ms if worked else [],
         failed_pages=state.failed,

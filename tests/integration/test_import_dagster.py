@@ -116,6 +116,10 @@ def test_one_run_over_all_partitions_is_one_unfiltered_import(env, engine, db_ur
 
 
 @pytest.mark.slow
+def _field(line: str, name: str) -> str:
+    return line.split(f" {name}=", 1)[1].split(" ", 1)[0].strip("'\"")
+
+
 def test_one_partition_resyncs_one_developer(env, engine, caplog):
     developer = _developers()[1]
     caplog.set_level("INFO", logger="pin_chessboard_pipelines.talent_import")
@@ -145,6 +149,14 @@ def test_one_partition_resyncs_one_developer(env, engine, caplog):
     # every page of a developer's partition names the developer (the Developers stage's page too:
     # its name is in the replica once the page committed)
     assert applied and all(f"Scope={developer} Developer={name!r}" in line for line in applied)
+    # each stage's barrier step reports the stage's wall time over its pages, not its own moment
+    completed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("stage-completed")]
+    assert len(completed) == 2 * len(ENTITIES)
+    objects = [line for line in completed if "Stage=PropertyObjects" in line]
+    assert objects and all(
+        float(_field(line, "DurationSeconds")) > 0 and float(_field(line, "ItemsPerSecond")) > 0
+        for line in objects
+    ), objects
     first, second = sorted(_runs(engine), key=lambda r: r["started_at"])
     with engine.connect() as conn:
         assert runs.previous_stage_planned(conn, second["id"], "PropertyObjects") == (

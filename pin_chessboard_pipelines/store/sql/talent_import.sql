@@ -230,12 +230,14 @@ SET status = 'Pending', lease_until = NULL, claim_token = NULL, heartbeat_at = N
 WHERE id = :page_id AND claim_token = :claim_token AND status = 'InProgress'
 
 -- name: stage_state
--- The stage barrier: how many pages are not Done, how many failed for good, and which walks ended.
+-- The stage barrier: how many pages are not Done, how many failed for good, and which walks ended;
+-- the stage's wall time from its first claim to its last page finished, whatever process did them.
 SELECT count(*) AS pages,
        count(*) FILTER (WHERE status = 'Done') AS done,
        count(*) FILTER (WHERE status = 'Failed') AS failed,
        COALESCE(max(attempts) FILTER (WHERE status <> 'Done'), 0) AS max_attempts,
-       COALESCE(array_agg(DISTINCT scope) FILTER (WHERE is_last), '{}') AS walked_scopes
+       COALESCE(array_agg(DISTINCT scope) FILTER (WHERE is_last), '{}') AS walked_scopes,
+       COALESCE(extract(epoch FROM max(finished_at) - min(claimed_at)), 0)::float AS span_seconds
 FROM chessboard.talent_import_pages
 WHERE run_id = :run_id AND stage = :stage
 
