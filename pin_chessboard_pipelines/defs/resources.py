@@ -44,15 +44,11 @@ class ChessboardResource(dg.ConfigurableResource):
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """Once per process that runs a job or a sensor with this resource: the store's URL checked,
-        traces (README "Traces"), the process's metric samples flushed to the store
-        (observability/samples.py)."""
+        traces (README "Traces"), the process's metric samples flushed to the store every second
+        and when the process exits (observability/samples.py). No teardown: a resource with one
+        is a generator, which sensors' callers would have to open as a context manager."""
         samples.install(store_sink(self.url))
         configure_tracing(self.settings)
-
-    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
-        """The end of a step or a sensor evaluation: what it counted reaches the store before the
-        process (a pod, maybe) is gone."""
-        samples.flush()
 
     @cached_property
     def settings(self) -> Settings:

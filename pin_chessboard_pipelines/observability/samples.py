@@ -4,10 +4,9 @@ chessboard.metric_samples), where `pin-chessboard metrics serve` reads every pro
 
 A step of a run may be a process or a pod of its own that lives for seconds, with nothing on its
 disk that outlives it, so nothing of a sample stays in the process longer than a flush:
-- a flush runs every FLUSH_SECONDS on a background thread, at the end of every Dagster step and
-  sensor evaluation (ChessboardResource's teardown), and when the process exits (`atexit`, and
-  `multiprocessing.util.Finalize` for the children of Dagster's multiprocess executor, which end
-  in `os._exit`);
+- a flush runs every FLUSH_SECONDS on a background thread, and when the process exits (`atexit`,
+  and `multiprocessing.util.Finalize` for the children of Dagster's multiprocess executor, which
+  end in `os._exit`): a step process or pod flushes as it ends;
 - counters and histogram buckets are deltas added to the stored sum; a `max` gauge keeps the
   greatest value; a `live` gauge is this process's own row, rewritten every LIVE_REFRESH_SECONDS
   and left out of a scrape LIVE_SECONDS after its process stopped refreshing it (removed at exit);
