@@ -198,8 +198,10 @@ class Heartbeat:
         self.stop()
 
     def _loop(self) -> None:
+        """A beat at once (a step that lives for a moment still shows the run alive), then every
+        `heartbeat_seconds` until stopped or the run ended elsewhere."""
         session = self.session
-        while not self._done.wait(session.options.heartbeat_seconds):
+        while True:
             try:
                 with session.engine.begin() as conn:
                     status = runs.heartbeat(conn, session.run_id, self.claimed_by, self.held())
@@ -211,10 +213,12 @@ class Heartbeat:
                     **session.log_fields(),
                     Error=repr(error_line(error)),
                 )
-                continue
+                status = "Running"
             if status != "Running" and self.on_ended is not None:
                 log_event(log, logging.WARNING, "run-ended-elsewhere", **session.log_fields(), Status=status)
                 self.on_ended(status)
+                return
+            if self._done.wait(session.options.heartbeat_seconds):
                 return
 
 

@@ -226,6 +226,10 @@ class ImportSession:
                 and (self.dagster_run_id is None or row["dagster_run_id"] == self.dagster_run_id)
             ):
                 self.run = row
+                # a step of the run is alive: the barrier and plan steps beat too, so a run of many
+                # short steps on a loaded machine never looks dead between its page steps
+                runs.touch_run(conn, row["id"])
+                conn.commit()
                 self.handbook = load_handbook(conn)
                 self.handbooks = HandbookCache(self.handbook)
                 self._load_dry_run_state()

@@ -212,12 +212,17 @@ def end_running_run(
     )
 
 
+def touch_run(conn: Connection, run_id: uuid.UUID) -> str | None:
+    """The run's heartbeat renewed by a live process of it; its status."""
+    return conn.execute(statement("heartbeat_run"), {"run_id": run_id}).scalar()
+
+
 def heartbeat(conn: Connection, run_id: uuid.UUID, claimed_by: str, page_ids: list[int]) -> str | None:
     """Renews the run's heartbeat and those of `page_ids` (pages this process works on); returns the
     run's status (None: no such run)."""
     if page_ids:
         conn.execute(statement("heartbeat_pages"), {"page_ids": page_ids, "claimed_by": claimed_by})
-    return conn.execute(statement("heartbeat_run"), {"run_id": run_id}).scalar()
+    return touch_run(conn, run_id)
 
 
 def save_dry_run_state(conn: Connection, run_id: uuid.UUID, stage: str, state: dict) -> None:
