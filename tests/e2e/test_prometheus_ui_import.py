@@ -189,10 +189,12 @@ def _graph_screenshot(prometheus: Prometheus, began: float) -> None:
         f"g{i}.expr={urllib.parse.quote(expr)}&g{i}.tab=0&g{i}.range_input={minutes}m"
         for i, expr in enumerate(panels)
     )
-    with chromium_page(1400, 2000) as page:
+    with chromium_page(1400, 2300) as page:
         page.goto(f"{prometheus.url}/graph?{query}")
         page.locator("canvas, .graph-chart, svg").first.wait_for()
         time.sleep(2)
+        # the page focuses its last query field: the picture shows all four from the top
+        page.evaluate("document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0)")
         screenshot_when_settled(page, DOCS / "prometheus-ui-import.png")
 
 
