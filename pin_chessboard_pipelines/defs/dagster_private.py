@@ -5,9 +5,6 @@ saying why no public route serves and which Dagster issue asks for one
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
-
 # AssetCheckEvaluation(target_materialization_data=...) is public, its type is not: a runless evaluation names its materialization (no issue found)
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
@@ -16,17 +13,11 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 # with_job_resources: the asset graph as defined, to resolve each asset job against only the resources it needs (https://github.com/dagster-io/dagster/issues/8780)
 from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 
-# the multiprocess executor's own config schema, for a configured copy with the same run config (no issue found)
-from dagster._core.definitions.executor_definition import MULTI_PROC_CONFIG
-
 # a CLI run of the code location's job, re-executable from the UI: execute_job's runs carry no remote origin (https://github.com/dagster-io/dagster/issues/19458)
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 
 # with_job_resources: an asset job resolved against a chosen set of resources (https://github.com/dagster-io/dagster/issues/8780)
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
-
-# a step that stopped between units of work on a terminate ends as Dagster's own interruption (no issue found)
-from dagster._core.errors import DagsterExecutionInterruptedError
 
 # a CLI run executed in this process with its remote origin set (https://github.com/dagster-io/dagster/issues/19458)
 from dagster._core.execution.api import execute_run
@@ -51,32 +42,16 @@ from dagster._core.remote_origin import (
 # the module a CLI run's code location loads, as workspace.yaml names it (https://github.com/dagster-io/dagster/issues/19458)
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
-capture_interrupts: Callable[[], AbstractContextManager[None]] | None
-check_captured_interrupt: Callable[[], bool] | None
-try:
-    from dagster._utils.interrupts import (
-        # a terminate captured and polled between units of work instead of raised inside one (no issue found)
-        capture_interrupts,
-        # whether the captured terminate arrived (no issue found)
-        check_captured_interrupt,
-    )
-except ImportError:  # pragma: no cover - a Dagster without the helper: interrupts stay abrupt
-    capture_interrupts = check_captured_interrupt = None
-
 __all__ = [
     "AssetCheckEvaluationTargetMaterializationData",
     "AssetGraph",
-    "DagsterExecutionInterruptedError",
     "JobPythonOrigin",
     "LoadableTargetOrigin",
-    "MULTI_PROC_CONFIG",
     "ManagedGrpcPythonEnvCodeLocationOrigin",
     "ReconstructableRepository",
     "RemoteJobOrigin",
     "RemoteRepositoryOrigin",
     "UnresolvedAssetJobDefinition",
-    "capture_interrupts",
-    "check_captured_interrupt",
     "execute_run",
     "get_transitive_required_resource_keys",
     "wrap_resources_for_execution",
