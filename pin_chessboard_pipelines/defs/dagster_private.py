@@ -5,7 +5,7 @@ saying why no public route serves and which Dagster issue asks for one
 
 from __future__ import annotations
 
-# AssetCheckEvaluation(target_materialization_data=...) is public, its type is not: a runless evaluation names its materialization (no issue found)
+# the type of the public AssetCheckEvaluation's target_materialization_data, not exported: without it a runless evaluation is matched to its materialization by timestamps of two clocks (no issue found)
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
 )
