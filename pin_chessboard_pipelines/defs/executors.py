@@ -17,7 +17,6 @@ from typing import Any
 
 import dagster as dg
 
-from pin_chessboard_pipelines.defs import dagster_private as private
 from pin_chessboard_pipelines.errors import ConfigError
 from pin_chessboard_pipelines.settings import DAGSTER_EXECUTORS, load_dagster_executor
 
@@ -49,9 +48,9 @@ def forkserver_by_default(config: dict[str, Any]) -> dict[str, Any]:
     return config if config.get("start_method") else {**config, "start_method": {"forkserver": {}}}
 
 
-# Dagster's multiprocess executor, same name and run config, forkserver by default
+# Dagster's multiprocess executor, same name and run config (its own schema), forkserver by default
 MULTIPROCESS_EXECUTOR = dg.multiprocess_executor.configured(
-    forkserver_by_default, config_schema=private.MULTI_PROC_CONFIG
+    forkserver_by_default, config_schema=dg.multiprocess_executor.config_schema.as_field()
 )
 
 

@@ -4,12 +4,12 @@ inside one."""
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import dagster as dg
-
-from pin_chessboard_pipelines.defs.dagster_private import capture_interrupts, check_captured_interrupt
 
 # dagster.yaml limits runs with this tag to one per value (run coordinator).
 SINGLETON_TAG = "pin/singleton"
@@ -50,12 +50,30 @@ def singleton_run_request(
     )
 
 
+# the signals of a run's termination: Dagster sends SIGINT, Kubernetes and the run monitor SIGTERM
+TERMINATION_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 @contextmanager
 def graceful_interrupts() -> Iterator[Callable[[], bool]]:
     """Run termination (SIGINT/SIGTERM) is captured and polled by the loop between units of work,
-    so the unit in flight commits or rolls back whole."""
-    if capture_interrupts is None or check_captured_interrupt is None:
+    so the unit in flight commits or rolls back whole. Inside the block the signals only set a flag;
+    after it, Dagster's own handlers (raising DagsterExecutionInterruptedError) are back. Off the main
+    thread, where Python delivers no signal, the loop is never told to stop."""
+    if threading.current_thread() is not threading.main_thread():
         yield lambda: False
         return
-    with capture_interrupts():
-        yield check_captured_interrupt
+    received = threading.Event()
+
+    def capture(signum: int, frame: object) -> None:
+        received.set()
+
+    previous = {signum: signal.getsignal(signum) for signum in TERMINATION_SIGNALS}
+    for signum in TERMINATION_SIGNALS:
+        signal.signal(signum, capture)
+    try:
+        yield received.is_set
+    finally:
+        for signum, handler in previous.items():
+            if handler is not None:  # None: a handler not set from Python, which cannot be put back
+                signal.signal(signum, handler)

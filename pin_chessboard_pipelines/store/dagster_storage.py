@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from dagster._serdes import ConfigurableClassData
 from dagster_postgres import DagsterPostgresStorage
 from dagster_postgres.utils import get_token_provider_from_config, pg_url_from_config
 
@@ -22,7 +21,9 @@ class PostgresStorage(DagsterPostgresStorage):
 
     @classmethod
     def from_config_value(  # type: ignore[override]
-        cls, inst_data: ConfigurableClassData | None, config_value: Any
+        cls,
+        inst_data: Any,  # Dagster's ConfigurableClassData, handed to the storage untouched
+        config_value: Any,
     ) -> PostgresStorage:
         return cls(
             inst_data=inst_data,

@@ -145,3 +145,14 @@ def test_multiprocess_steps_start_from_a_forkserver_unless_the_run_config_says_s
     # spawn: the step is a child of the run's process (this one); forkserver: of the forkserver
     assert parents["spawn"] == os.getpid()
     assert parents["default"] != os.getpid()
+
+
+def test_the_multiprocess_copy_takes_the_run_config_of_dagsters_multiprocess_executor():
+    ours = MULTIPROCESS_EXECUTOR.config_schema.as_field().config_type
+    dagsters = dg.multiprocess_executor.config_schema.as_field().config_type
+    assert MULTIPROCESS_EXECUTOR.name == dg.multiprocess_executor.name
+    assert (
+        set(ours.fields)
+        == set(dagsters.fields)
+        >= {"max_concurrent", "tag_concurrency_limits", "start_method"}
+    )

@@ -13,7 +13,6 @@ import dagster as dg
 from pydantic import Field
 
 from pin_chessboard_pipelines import entities
-from pin_chessboard_pipelines.defs.dagster_private import DagsterExecutionInterruptedError
 from pin_chessboard_pipelines.defs.resources import (
     EVENTS_ASSET,
     LAG_CHECK,
@@ -139,7 +138,7 @@ def relay_outbox(
     # every relay run (the sensor's, the hourly one) evaluates the lag check, whatever it published
     chessboard.report_lag(context, "relay job")
     if cancelled:
-        raise DagsterExecutionInterruptedError()
+        raise dg.DagsterExecutionInterruptedError()
     if result.failed:
         raise dg.Failure(
             description=f"the broker did not acknowledge {int(backlog['backlog'])} pending row(s): {result.last_error}",

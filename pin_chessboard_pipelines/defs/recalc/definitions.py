@@ -16,7 +16,6 @@ import dagster as dg
 from pydantic import Field
 
 from pin_chessboard_pipelines import entities
-from pin_chessboard_pipelines.defs.dagster_private import DagsterExecutionInterruptedError
 from pin_chessboard_pipelines.defs.executors import concurrent_steps_config
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import IN_PROGRESS, graceful_interrupts
@@ -196,7 +195,7 @@ def _drain(
     log_event(context.log, logging.INFO, "recalc_drain_finished", Summary=json.dumps(result.summary()))
     _report(context, chessboard, result, reports_poison=reports_poison)
     if result.stopped is StopReason.CANCELLED:
-        raise DagsterExecutionInterruptedError()
+        raise dg.DagsterExecutionInterruptedError()
     if config.until_empty and result.stopped is StopReason.FAILED:
         # --until-empty is honest: due rows are left, so the run did not do what it was asked
         raise dg.Failure(

@@ -18,7 +18,6 @@ from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
-from pin_chessboard_pipelines.defs.dagster_private import DagsterExecutionInterruptedError
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import.checks import quarantine_check
 from pin_chessboard_pipelines.defs.talent_import.config import (
@@ -144,7 +143,7 @@ def _cancelled_when_interrupted(session: ImportSession) -> Iterator[None]:
     """A terminate (or Ctrl-C) inside this step ends the import run Cancelled, first process to see it."""
     try:
         yield
-    except (DagsterExecutionInterruptedError, KeyboardInterrupt):
+    except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
         session.end(RunStatus.CANCELLED, "cancelled")
         raise
 
@@ -192,7 +191,7 @@ def _work(
                 with progress if index == 0 else nullcontext():  # one stage-progress line per stage
                     report = session.work_stage(stage)
                 if report.cancelled and report.ended_elsewhere is None and session.should_stop():
-                    raise DagsterExecutionInterruptedError()
+                    raise dg.DagsterExecutionInterruptedError()
         except Exception as error:
             raise _failure(session, error, stage) from None
         context.log.info(
