@@ -101,7 +101,10 @@ def work_stage(session: ImportRun, stage: Entity) -> StageReport:
 
 
 def stage_report(
-    session: ImportRun, stage: Entity, worked: StageReport | None = None, duration_seconds: float | None = None
+    session: ImportRun,
+    stage: Entity,
+    worked: StageReport | None = None,
+    duration_seconds: float | None = None,
 ) -> StageReport:
     """The stage at its barrier as the pages say (every process's work), logged once. Its duration:
     the caller's when it timed the stage itself, else the pages' span (a Dagster barrier step,
