@@ -143,7 +143,7 @@ def bench_drain(engine: sa.Engine, args: argparse.Namespace) -> None:
     )
 
 
-def _drain_process(url: str, batch_size: int, ready: Any, go: Any, out: Any) -> None:
+def _drain_process(url: str, batch_size: int, per_project: bool, ready: Any, go: Any, out: Any) -> None:
     """One drain worker in an OS process of its own: connects, waits for the start, drains."""
     engine = get_engine(url)
     with engine.connect() as conn:
@@ -151,7 +151,7 @@ def _drain_process(url: str, batch_size: int, ready: Any, go: Any, out: Any) -> 
     ready.release()
     go.wait()
     cpu = resource.getrusage(resource.RUSAGE_SELF)
-    result = drain(engine, batch_size=batch_size)
+    result = drain(engine, batch_size=batch_size, one_transaction_per_project=per_project)
     after = resource.getrusage(resource.RUSAGE_SELF)
     out.put(
         {
@@ -166,12 +166,15 @@ def _drain_process(url: str, batch_size: int, ready: Any, go: Any, out: Any) -> 
     engine.dispose()
 
 
-def drain_in_processes(url: str, drains: int, batch_size: int) -> tuple[list[dict[str, float]], float]:
+def drain_in_processes(
+    url: str, drains: int, batch_size: int, per_project: bool = False
+) -> tuple[list[dict[str, float]], float]:
     """`drains` drain processes started together on the due rows; (their figures, wall seconds)."""
     spawn = multiprocessing.get_context("spawn")
     ready, go, out = spawn.Semaphore(0), spawn.Event(), spawn.Queue()
     procs = [
-        spawn.Process(target=_drain_process, args=(url, batch_size, ready, go, out)) for _ in range(drains)
+        spawn.Process(target=_drain_process, args=(url, batch_size, per_project, ready, go, out))
+        for _ in range(drains)
     ]
     for proc in procs:
         proc.start()
@@ -187,27 +190,43 @@ def drain_in_processes(url: str, drains: int, batch_size: int) -> tuple[list[dic
 
 
 def bench_drain_processes(engine: sa.Engine, url: str, args: argparse.Namespace) -> None:
-    rates: dict[int, float] = {}
-    for n in [int(x) for x in args.drains.split(",")]:
-        load(engine, f"drains{n}-", args.drain_projects, args.objects)
-        figures, elapsed = drain_in_processes(url, n, args.batch_size)
-        done = sum(f["recalculated"] for f in figures)
-        rates[n] = done / elapsed
-        per_drain = ", ".join(
-            f"{f['recalculated']} recalculated / {f['taken']} taken elsewhere, CPU {f['cpu']:.1f} s, "
-            f"in transactions {f['in_transactions']:.1f} s"
-            for f in figures
-        )
-        print(
-            f"{n} drain process(es): {done} dirty projects in {elapsed:.2f} s -> {rates[n]:.0f} projects/s "
-            f"(failed {sum(f['failed'] for f in figures)}); per drain: {per_drain}"
-        )
-        with engine.connect() as conn:
-            print(f"  audit: {len(audit(conn))} divergence(s); due rows left: {due_summary(conn, 5).due}")
-    if 1 in rates and len(rates) > 1:
-        for n, rate in rates.items():
+    """Each drain count twice on the same load: one transaction per project (the baseline), then one
+    transaction per batch (the drain's way); each figure with its ratio to the baseline."""
+    rates: dict[tuple[int, bool], float] = {}
+    counts = [int(x) for x in args.drains.split(",")]
+    for n in counts:
+        for per_project in (True, False):
+            load(engine, f"drains{n}{'p' if per_project else 'b'}-", args.drain_projects, args.objects)
+            figures, elapsed = drain_in_processes(url, n, args.batch_size, per_project)
+            done = sum(f["recalculated"] for f in figures)
+            rates[n, per_project] = done / elapsed
+            per_drain = ", ".join(
+                f"{f['recalculated']} recalculated / {f['taken']} taken elsewhere, CPU {f['cpu']:.1f} s, "
+                f"in transactions {f['in_transactions']:.1f} s"
+                for f in figures
+            )
+            way = "one transaction per project (baseline)" if per_project else "one transaction per batch"
+            ratio = "" if per_project else f" = x{rates[n, False] / rates[n, True]:.2f} the baseline"
+            print(
+                f"{n} drain process(es), {way}: {done} dirty projects in {elapsed:.2f} s -> "
+                f"{rates[n, per_project]:.0f} projects/s{ratio} (failed {sum(f['failed'] for f in figures)}); "
+                f"per drain: {per_drain}"
+            )
+            with engine.connect() as conn:
+                print(f"  audit: {len(audit(conn))} divergence(s); due rows left: {due_summary(conn, 5).due}")
+    if 1 in counts:
+        for n in counts:
             if n != 1:
-                print(f"{n} drains / 1 drain: x{rate / rates[1]:.2f} (target >= 1.5 for 2 drains)")
+                for per_project in (True, False):
+                    way = "per project" if per_project else "per batch"
+                    print(
+                        f"{n} drains / 1 drain, {way}: x{rates[n, per_project] / rates[1, per_project]:.2f} "
+                        f"(target >= 1.5 for 2 drains)"
+                    )
+    if 1 in counts:
+        print(
+            f"1 drain per batch: {rates[1, False]:.0f} projects/s (target >= 500: x{rates[1, False] / 500:.2f})"
+        )
 
 
 def bench_big_project(engine: sa.Engine, args: argparse.Namespace) -> None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pin_chessboard_pipelines.events import exact_json
+import orjson
+
 from pin_chessboard_pipelines.events.outbox import HEADER_NAMES, TRACEPARENT, payload_bytes
 
 DEFAULT_MESSAGE_TIMEOUT_MS = 30_000
@@ -77,28 +78,80 @@ def kafka_headers(headers_json: str | Mapping[str, Any]) -> list[tuple[str, byte
     return out
 
 
-# outbox_pending_batch selects the contract headers as columns, in HEADER_NAMES order, from here.
-_FIRST_HEADER_COLUMN = 4
+# A row of outbox_pending_batch, by position: id, topic, key, payload (jsonb text), the contract
+# headers in HEADER_NAMES order, the other headers (jsonb text or NULL), the writer's traceparent.
+ID, TOPIC, KEY, PAYLOAD, MESSAGE_ID = 0, 1, 2, 3, 4
+_FIRST_HEADER_COLUMN = MESSAGE_ID
+EXTRA_HEADERS = _FIRST_HEADER_COLUMN + len(HEADER_NAMES)
+TRACEPARENT_HEADER = EXTRA_HEADERS + 1
 
 
-def row_headers(row: Any) -> list[tuple[str, str | bytes | None]]:
+def row_headers(row: Sequence[Any]) -> list[tuple[str, str | bytes | None]]:
     """Kafka headers of a row of `outbox_pending_batch` (contract headers as columns)."""
-    values = row[_FIRST_HEADER_COLUMN : _FIRST_HEADER_COLUMN + len(HEADER_NAMES)]
+    values = row[_FIRST_HEADER_COLUMN:EXTRA_HEADERS]
     out: list[tuple[str, str | bytes | None]] = [
         (name, value.encode()) for name, value in zip(HEADER_NAMES, values, strict=True) if value is not None
     ]
-    if row.extra_headers:
-        out.extend(kafka_headers(row.extra_headers))
-    if row.traceparent_header:  # the writer's trace context, as written (README "Traces")
-        out.append((TRACEPARENT, row.traceparent_header.encode()))
+    if row[EXTRA_HEADERS]:
+        out.extend(kafka_headers(row[EXTRA_HEADERS]))
+    if row[TRACEPARENT_HEADER]:  # the writer's trace context, as written (README "Traces")
+        out.append((TRACEPARENT, row[TRACEPARENT_HEADER].encode()))
+    return out
+
+
+def batch_headers(rows: Sequence[Sequence[Any]]) -> list[list[tuple[str, str | bytes | None]]]:
+    """row_headers of every row; a row with all seven contract headers and no others (the rows every
+    writer makes) costs one list display, with the values as str (the client encodes them)."""
+    m, o, a, t, e, v, c = HEADER_NAMES
+    out: list[list[tuple[str, str | bytes | None]]] = []
+    append = out.append
+    for row in rows:
+        if (
+            row[EXTRA_HEADERS] is None
+            and row[TRACEPARENT_HEADER] is None
+            and None not in row[_FIRST_HEADER_COLUMN:EXTRA_HEADERS]
+        ):
+            append(
+                [(m, row[4]), (o, row[5]), (a, row[6]), (t, row[7]), (e, row[8]), (v, row[9]), (c, row[10])]
+            )
+        else:
+            append(row_headers(row))
     return out
 
 
 def message_value(payload_json: str | Mapping[str, Any]) -> bytes:
     """The payload jsonb (as text) re-encoded by payload_bytes: compact, whatever jsonb printed."""
     # exact: a jsonb number keeps its digits (987654321098.76543), never through a float
-    payload = exact_json.loads(payload_json) if isinstance(payload_json, str) else payload_json
-    return payload_bytes(dict(payload))
+    if isinstance(payload_json, str):
+        payload = json.loads(payload_json, parse_float=orjson.Fragment, parse_int=orjson.Fragment)
+        return orjson.dumps(payload)
+    return payload_bytes(dict(payload_json))
+
+
+def message_values(payloads: Sequence[str]) -> list[bytes]:
+    """message_value of each jsonb text, the whole batch in a few passes over one string.
+
+    jsonb prints `, ` and `: ` between tokens and nothing else outside strings; a text without a
+    backslash has no escaped quote, so its even-numbered `"`-separated parts are exactly what lies
+    outside strings, and dropping the spaces there gives the compact form with every number's
+    digits and every string as stored. Texts with a backslash (escapes) go through message_value.
+    """
+    if not payloads:
+        return []
+    joined = "\n".join(payloads)  # jsonb never prints a raw newline (it is escaped in strings)
+    if "\\" not in joined:
+        return _compact_plain(joined)
+    plain = [p for p in payloads if "\\" not in p]
+    compacted = iter(_compact_plain("\n".join(plain)) if plain else [])
+    return [message_value(p) if "\\" in p else next(compacted) for p in payloads]
+
+
+def _compact_plain(joined: str) -> list[bytes]:
+    parts = joined.split('"')
+    # NUL is in no PostgreSQL text: it marks the boundaries of the outside parts while they are one
+    outside = "\0".join(parts[0::2]).replace(", ", ",").replace(": ", ":")
+    parts[0::2] = outside.split("\0")
+    return '"'.join(parts).encode().split(b"\n")
 
 
 def held_back(rows: list[tuple[int, str]], failed_ids: set[int]) -> set[int]:

@@ -15,8 +15,8 @@ Claiming: ONE active relay at a time, under a PostgreSQL session advisory lock
   for it (`--until-empty`).
 
 Rows of one key are written under the aggregate's row lock, so their ids are in commit order.
-A row is marked `published_at` only after the broker acknowledged it (delivery report), in one
-UPDATE per batch; a crash between produce and mark republishes the row with the same messageId
+A row is marked `published_at` only after the broker acknowledged it (no failure report once the
+flush has nothing left; the producer reports failures only), in one UPDATE per batch; a crash between produce and mark republishes the row with the same messageId
 (at least once, never lost). When some deliveries of a batch fail (broker down), acknowledged
 rows of the same key that come after a failed one are left unmarked too, so the last delivery of
 every key is still in commit order; the failed rows are retried first, with backoff. After a
@@ -29,11 +29,16 @@ one failure policy (`RELAY_POLICY`, retry.py) within the call's time budget.
 
 from __future__ import annotations
 
+import gc
 import logging
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -43,25 +48,32 @@ from sqlalchemy.engine import Connection, Engine
 from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.events.messages import (
     DEFAULT_MESSAGE_TIMEOUT_MS,
+    ID,
+    KEY,
+    MESSAGE_ID,
+    PAYLOAD,
+    TOPIC,
+    TRACEPARENT_HEADER,
     RelayResult,
+    batch_headers,
     held_back,
-    message_value,
+    message_values,
     producer_config,
-    row_headers,
 )
 from pin_chessboard_pipelines.events.topics_admin import ensure_topics
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import OUTBOX_PUBLISH_ERRORS, OUTBOX_PUBLISHED
 from pin_chessboard_pipelines.retry import FailurePolicy, FailureStreak, RetryDecision, Stopper
+from pin_chessboard_pipelines.store.cursor import Cursor
 from pin_chessboard_pipelines.store.lock import AdvisoryLock
-from pin_chessboard_pipelines.store.queries import queries
+from pin_chessboard_pipelines.store.queries import cursor_queries, queries
 
 RELAY_LOCK = AdvisoryLock("Pin:lock:job:chessboard-outbox-relay")
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BATCH_SIZE = 5000
+DEFAULT_BATCH_SIZE = 20_000
 _NO_UPPER_BOUND = 2**63 - 1
 
 
@@ -106,6 +118,8 @@ class OutboxRelay:
         self.published_total = 0
         self.failed_attempts_total = 0
         self._queries = queries("outbox")
+        self._cursor_queries = cursor_queries("outbox")
+        self._failures: list[tuple[str | None, str]] = []  # (messageId, error) of the batch in flight
 
     # -- public -------------------------------------------------------------------------------
 
@@ -234,35 +248,52 @@ class OutboxRelay:
     def _pass(self, conn: Connection, upto: int, call: _Call) -> str:
         """One walk over the pending rows in id order: 'empty' | 'done' | 'failed' | 'stopped'.
 
-        Pipelined: one database thread reads batch N+1 and marks batch N-1 while this thread
-        produces batch N, so PostgreSQL and the producer work at the same time.
+        Pipelined: one database thread reads batch N+1 (and makes its values and headers) and
+        another thread marks batch N-1 on a connection of its own, while this thread produces batch
+        N and waits for the broker: PostgreSQL's reads and writes, the Python work and the broker's
+        acknowledgements overlap.
         """
         result = call.result
 
-        def fetch(after: int) -> Sequence[Any]:
-            params = {"after": after, "upto": upto, "limit": self.batch_size}
-            return conn.execute(self._queries["outbox_pending_batch"], params).all()
+        def fetch(after: int) -> _Batch:
+            # plain tuples off the driver's cursor: no result-row objects for thousands of rows
+            with Cursor(conn) as cur:
+                cur.execute(
+                    self._cursor_queries["outbox_pending_batch"],
+                    {"after": after, "upto": upto, "limit": self.batch_size},
+                )
+                rows = cur.fetchall()
+            with _gc_paused():  # tens of thousands of header tuples: no collections meanwhile
+                return _Batch(rows, message_values([row[PAYLOAD] for row in rows]), batch_headers(rows))
 
         if call.over():
             return "stopped"
         marks: list[tuple[Future, list[Any], list[int]]] = []
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox-relay-db") as db:
+        with (
+            _MarkConnection(self.engine, self._queries) as mark_conn,  # closed after the threads end
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox-relay-db") as db,
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox-relay-mark") as marker,
+        ):
             try:
                 fetch_traced = tracing.bind(fetch)  # the database thread's spans join this relay's trace
                 next_rows: Future | None = db.submit(fetch_traced, 0)
                 saw_rows = False
                 while next_rows is not None:
-                    rows = next_rows.result()
+                    batch = next_rows.result()
+                    rows = batch.rows
                     if not rows:
                         return "done" if saw_rows else "empty"
                     saw_rows = True
                     result.batches += 1
-                    next_rows = None if call.over() else db.submit(fetch_traced, rows[-1].id)
-                    acked, failed_ids, error = self._send(rows)
-                    held = held_back([(row.id, row.message_key) for row in rows], failed_ids)
-                    to_mark = [row_id for row_id in acked if row_id not in held]
+                    next_rows = None if call.over() else db.submit(fetch_traced, rows[-1][ID])
+                    failed_ids, error = self._send(batch)
+                    if failed_ids:
+                        held = held_back([(row[ID], row[KEY]) for row in rows], failed_ids)
+                        to_mark = [row[ID] for row in rows if row[ID] not in held]
+                    else:
+                        held, to_mark = set(), list(map(itemgetter(ID), rows))
                     if to_mark:
-                        mark = db.submit(tracing.bind(self._mark), conn, rows, to_mark, result)
+                        mark = marker.submit(tracing.bind(self._mark_on), mark_conn, rows, to_mark, result)
                         marks.append((mark, rows, to_mark))
                     if failed_ids:
                         self._failed_batch(result, len(rows), len(failed_ids), len(held), error)
@@ -286,71 +317,83 @@ class OutboxRelay:
             Error=repr(error),
         )
 
-    def _send(self, rows: list[Any]) -> tuple[list[int], set[int], str | None]:
-        """Produces one batch and waits for the broker: (acked ids, failed ids, error), in a span
-        linked to the traces that wrote the rows (their messages carry those, not this one)."""
+    def _send(self, batch: _Batch) -> tuple[set[int], str | None]:
+        """Produces one batch and waits for the broker: (failed ids, error); every other row of the
+        batch was acknowledged. In a span linked to the traces that wrote the rows (their messages
+        carry those, not this one)."""
+        rows = batch.rows
         if not tracing.tracing_enabled():
-            return self._produce(rows)
+            return self._produce(batch)
         with tracing.span(
             "outbox.relay",
             {
                 "messaging.system": "kafka",
                 "messaging.operation.type": "send",
                 "messaging.batch.message_count": len(rows),
-                "pin.outbox.topics": len({row.topic for row in rows}),
+                "pin.outbox.topics": len({row[TOPIC] for row in rows}),
             },
             kind=SpanKind.PRODUCER,
-            links=tracing.links_from_traceparents(row.traceparent_header for row in rows),
+            links=tracing.links_from_traceparents(row[TRACEPARENT_HEADER] for row in rows),
         ):
-            acked, failed_ids, error = self._produce(rows)
-            tracing.set_attributes({"pin.outbox.acked": len(acked), "pin.outbox.failed": len(failed_ids)})
+            failed_ids, error = self._produce(batch)
+            tracing.set_attributes(
+                {"pin.outbox.acked": len(rows) - len(failed_ids), "pin.outbox.failed": len(failed_ids)}
+            )
             if error is not None:
                 tracing.record_error(KafkaException(error))
-            return acked, failed_ids, error
+            return failed_ids, error
 
-    def _produce(self, rows: list[Any]) -> tuple[list[int], set[int], str | None]:
-        acked: list[int] = []
-        failures: dict[int, str] = {}
-
-        def reporter(row_id: int) -> Callable[[KafkaError | None, Any], None]:
-            def on_delivery(error: KafkaError | None, _message: Any) -> None:
-                if error is None:
-                    acked.append(row_id)
-                else:
-                    failures[row_id] = error.str()
-
-            return on_delivery
-
+    def _produce(self, batch: _Batch) -> tuple[set[int], str | None]:
+        """The batch's messages, then one flush. The producer reports failed deliveries only
+        (`delivery.report.only.error`): once flush has nothing left, every message without a
+        report was acknowledged. Whatever goes wrong otherwise (a flush that times out, a client
+        error) counts as a failure of the whole batch: nothing of it is marked."""
+        rows = batch.rows
+        failures = self._failures
+        failures.clear()
         error: str | None = None
         try:
             producer = self._ready_producer()
-            for row in rows:
-                value = message_value(row.payload)
-                headers = row_headers(row)
-                while True:
-                    try:
-                        producer.produce(
-                            row.topic,
-                            key=row.message_key.encode(),
-                            value=value,
-                            headers=headers,
-                            on_delivery=reporter(row.id),
-                        )
-                        break
-                    except BufferError:  # the local queue is full: let deliveries drain it
+            produce = producer.produce
+            for row, value, headers in zip(rows, batch.values, batch.headers, strict=True):
+                try:
+                    produce(row[TOPIC], value, row[KEY], headers=headers)
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    while True:
                         producer.poll(0.05)
+                        try:
+                            produce(row[TOPIC], value, row[KEY], headers=headers)
+                            break
+                        except BufferError:
+                            continue
             left = producer.flush(self.message_timeout_ms / 1000 + 10)
             if left:
                 error = f"{left} messages not acknowledged in time"
         except (KafkaException, TimeoutError) as exc:
             error = exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else str(exc)
-        if error is None and failures:
-            error = next(iter(failures.values()))
-        if error is not None:
-            self._discard_producer()
-        acked_ids = set(acked)
-        failed_ids = {row.id for row in rows if row.id not in acked_ids} if error else set()
-        return acked, failed_ids, error
+        if error is None and not failures:
+            return set(), None
+        failed_ids = self._failed_ids(rows, failures) if error is None else None
+        if error is None:
+            error = failures[0][1]
+        self._discard_producer()
+        if failed_ids is None:
+            failed_ids = {row[ID] for row in rows}
+        return failed_ids, error
+
+    @staticmethod
+    def _failed_ids(rows: Sequence[Any], failures: list[tuple[str | None, str]]) -> set[int] | None:
+        """The ids of the failed deliveries, by their messageId header; None when one cannot be told."""
+        by_message_id = {row[MESSAGE_ID]: row[ID] for row in rows}
+        ids = {by_message_id.get(message_id) for message_id, _ in failures}
+        return None if None in ids else ids  # type: ignore[return-value]
+
+    def _on_delivery(self, error: KafkaError | None, message: Any) -> None:
+        """The producer's report of a failed delivery (only those: delivery.report.only.error)."""
+        if error is None:
+            return
+        message_id = next((v.decode() for k, v in message.headers() or () if k == "messageId"), None)
+        self._failures.append((message_id, error.str()))
 
     @staticmethod
     def _wait_for_marks(marks: list[tuple[Future, list[Any], list[int]]], call: _Call) -> None:
@@ -366,13 +409,18 @@ class OutboxRelay:
         if failure is not None:
             raise failure
 
-    def _mark(self, conn: Connection, rows: list[Any], to_mark: list[int], result: RelayResult) -> None:
+    def _mark_on(
+        self, mark_conn: _MarkConnection, rows: Sequence[Any], to_mark: list[int], result: RelayResult
+    ) -> None:
+        self._mark(mark_conn.get(), rows, to_mark, result)
+
+    def _mark(self, conn: Connection, rows: Sequence[Any], to_mark: list[int], result: RelayResult) -> None:
         conn.execute(self._queries["outbox_mark_published"], {"ids": "{" + ",".join(map(str, to_mark)) + "}"})
-        marked = set(to_mark)
-        by_topic: dict[str, int] = {}
-        for row in rows:
-            if row.id in marked:
-                by_topic[row.topic] = by_topic.get(row.topic, 0) + 1
+        if len(to_mark) == len(rows):
+            by_topic = Counter(map(itemgetter(TOPIC), rows))
+        else:
+            marked = set(to_mark)
+            by_topic = Counter(row[TOPIC] for row in rows if row[ID] in marked)
         for topic, n in by_topic.items():
             OUTBOX_PUBLISHED.labels(topic).inc(n)
         result.published += len(to_mark)
@@ -388,7 +436,12 @@ class OutboxRelay:
             self._producer = Producer(
                 producer_config(
                     self.bootstrap_servers,
-                    **{"message.timeout.ms": self.message_timeout_ms, **self.producer_overrides},
+                    **{
+                        "message.timeout.ms": self.message_timeout_ms,
+                        "delivery.report.only.error": True,
+                        "on_delivery": self._on_delivery,
+                        **self.producer_overrides,
+                    },
                 )
             )
         return self._producer
@@ -402,6 +455,71 @@ class OutboxRelay:
                 producer.flush(0)
             except KafkaException:
                 pass
+
+
+class _MarkConnection:
+    """The connection a pass marks rows on, opened at its first mark (a pass that finds nothing
+    opens none); autocommit without waiting for the WAL flush, as the relay's own."""
+
+    def __init__(self, engine: Engine, statements: Mapping[str, Any]) -> None:
+        self._engine = engine
+        self._statements = statements
+        self._conn: Connection | None = None
+
+    def get(self) -> Connection:
+        if self._conn is None:
+            conn = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            conn.execute(self._statements["outbox_relay_session"])
+            self._conn = conn
+        return self._conn
+
+    def __enter__(self) -> _MarkConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            if not conn.invalidated:
+                conn.execute(self._statements["outbox_relay_session_reset"])
+        except Exception:  # noqa: BLE001 - the store went away: the pool drops the connection
+            conn.invalidate()
+        finally:
+            conn.close()
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """Rows of outbox_pending_batch with their Kafka values and headers, made off the main thread."""
+
+    rows: Sequence[Any]
+    values: list[bytes]
+    headers: list[list[tuple[str, str | bytes | None]]]
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic collections while a batch's objects are made (the relay's threads may overlap: the
+    last one out turns the collector back on, if it was on)."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 @dataclass

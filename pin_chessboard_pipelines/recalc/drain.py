@@ -2,8 +2,9 @@
 and the CLI run. It owns the loop only: the queue's SQL is recalc/queue.py's, one project's
 transaction recalc/project.py's, waiting and giving up the failure toolkit's (retry.py).
 
-`drain`: batches of due rows, oldest DueAt first, each project in its own transaction; between
-projects the stopper (stop request, time budget) is asked, a project is never cut in half.
+`drain`: batches of due rows, oldest DueAt first, each batch in one transaction (a batch that fails:
+each of its projects in its own); the stopper (stop request, time budget) is asked once per project
+a batch takes, a batch is never cut in half.
 `drain_until`: the long-lived drain of a run's time slot, a `drain` pass whenever a row is due.
 """
 
@@ -25,6 +26,7 @@ from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.recalc import queue
+from pin_chessboard_pipelines.recalc.batch import process_batch
 from pin_chessboard_pipelines.recalc.drain_timing import poll_wait
 from pin_chessboard_pipelines.recalc.project import (
     REPUBLISHED,
@@ -190,6 +192,7 @@ def drain(
     run_log: Any = None,
     exclude: frozenset[UUID] = frozenset(),
     policy: FailurePolicy = NO_STORE_RETRY,
+    one_transaction_per_project: bool = False,
 ) -> DrainResult:
     """Drains due rows until none is left (rows that failed in this drain, and those in `exclude`,
     wait for the next one), the time budget is spent, or `should_stop()` says so.
@@ -200,11 +203,16 @@ def drain(
 
     `logger` gets the per-project lines; `run_log` (default: `logger`) the batch lines, failures
     and poison alerts, e.g. a Dagster run's log, which stores each line as an event.
+
+    A batch is one transaction (recalc/batch.py); `one_transaction_per_project` does each project
+    in its own instead (what a batch that fails falls back to; the benchmark's baseline).
     """
     started = time.monotonic()
     deadline = None if time_budget_seconds is None else started + time_budget_seconds
     stopper = Stopper(should_stop, deadline=deadline)
-    loop = _DrainLoop(engine, batch_size, policy, stopper, run_log or logger, exclude)
+    loop = _DrainLoop(
+        engine, batch_size, policy, stopper, run_log or logger, exclude, one_transaction_per_project
+    )
     try:
         ctx = ProjectContext(
             poison_attempts=poison_attempts,
@@ -233,7 +241,9 @@ class _DrainLoop:
         stopper: Stopper,
         run_log: Any,
         exclude: frozenset[UUID],
+        per_project: bool = False,
     ) -> None:
+        self.per_project = per_project
         self.engine = engine
         self.batch_size = batch_size
         self.policy = policy
@@ -248,12 +258,58 @@ class _DrainLoop:
 
     def run(self, ctx: ProjectContext) -> None:
         while not self.stopper.stopped():
-            batch = self.retrier("select due recalc rows", lambda: self._due_batch(ctx.poison_attempts))
-            if batch:
-                self._process(batch, ctx)
-            elif not self._wait_for_store():
+            if self.per_project:
+                batch = self.retrier("select due recalc rows", lambda: self._due_batch(ctx.poison_attempts))
+                if batch:
+                    self._process(batch, ctx)
+                    continue
+            else:
+                limit = self._batch_limit()
+                if limit == 0:
+                    break
+                outcomes = self.retrier("recalc a batch", functools.partial(self._batch, ctx, limit))
+                if outcomes:
+                    for outcome in outcomes:
+                        self._count(outcome)
+                    continue
+            if not self._wait_for_store():
                 return
         self.result.stopped = self.stopper.reason or StopReason.CANCELLED
+
+    def _batch_limit(self) -> int:
+        """How many rows the next batch takes: the stopper is asked once per project, as between
+        the projects of a batch done one by one (a stop request takes effect at the same project)."""
+        limit = 0
+        while limit < self.batch_size and not self.stopper.stopped():
+            limit += 1
+        return limit
+
+    def _batch(self, ctx: ProjectContext, limit: int) -> list[ProjectOutcome]:
+        with self.engine.connect() as conn:
+            return process_batch(
+                conn,
+                ctx,
+                limit=limit,
+                exclude=self.failed_here | self.exclude,
+                started=lambda size: self._started(size, ctx),
+                should_stop=self.stopper.stopped,
+            )
+
+    def _started(self, size: int, ctx: ProjectContext) -> None:
+        self.result.batches += 1
+        log_event(
+            self.run_log,
+            logging.INFO,
+            "recalc_batch_started",
+            Size=size,
+            Batch=self.result.batches,
+            CorrelationId=ctx.correlation_id,
+        )
+
+    def _count(self, outcome: ProjectOutcome) -> None:
+        self.result.count(outcome)
+        if outcome.result is Result.FAILED:
+            self.failed_here.add(outcome.project_id)
 
     def _due_batch(self, poison_attempts: int) -> list[UUID]:
         with self.engine.connect() as conn:
@@ -262,23 +318,12 @@ class _DrainLoop:
             )
 
     def _process(self, batch: list[UUID], ctx: ProjectContext) -> None:
-        self.result.batches += 1
-        log_event(
-            self.run_log,
-            logging.INFO,
-            "recalc_batch_started",
-            Size=len(batch),
-            Batch=self.result.batches,
-            CorrelationId=ctx.correlation_id,
-        )
+        self._started(len(batch), ctx)
         with self.engine.connect() as conn:
             for project_id in batch:
                 if self.stopper.stopped():
                     return
-                outcome = process_project(conn, project_id, ctx)
-                self.result.count(outcome)
-                if outcome.result is Result.FAILED:
-                    self.failed_here.add(project_id)
+                self._count(process_project(conn, project_id, ctx))
                 if conn.invalidated:  # the connection died: take a fresh one for the next batch
                     return
 

@@ -156,7 +156,7 @@ def _recalc_in_transaction(conn: Connection, project_id: UUID, ctx: ProjectConte
             if label == "building":
                 buildings_changed = int(text)
             elif label in _REPUBLISHED_ENTITIES:
-                events.append(_event(label, parse_row(text), handbook, ctx.correlation_id))
+                events.append(event_of(label, parse_row(text), handbook, ctx.correlation_id))
                 republished[label] += 1
         write_outbox(conn, events)
     return ProjectOutcome(
@@ -178,7 +178,7 @@ def parse_row(text: str) -> dict[str, Any]:
     return row
 
 
-def _event(label: str, row: dict[str, Any], handbook: Handbook, correlation_id: str) -> OutboxEvent:
+def event_of(label: str, row: dict[str, Any], handbook: Handbook, correlation_id: str) -> OutboxEvent:
     entity = _REPUBLISHED_ENTITIES[label]
     payload = payloads.UPSERTED_PAYLOADS[entity.name](row, handbook)
     return OutboxEvent(entity.upserted_event, str(row["id"]), payload, correlation_id)

@@ -3,8 +3,9 @@
 and the transactions and calls these; it runs no SQL of its own.
 
 - raisers: `enqueue_recalc`, `release_import_requests`
-- the drain: `select_due_batch`, `claim_project`, `recompute_project`, `dequeue_project`,
-  `record_failure`, `next_due_in`
+- the drain: `claim_due_batch`, `recompute_batch` (a batch in one transaction); `select_due_batch`,
+  `claim_project`, `recompute_project`, `dequeue_project` (one project's transaction, the fallback
+  of a batch that failed); `record_failure`, `next_due_in`
 - the sensor, the CLI and the runbook: `due_summary`, `queue_status`, `poison_rows`, `queue_row`,
   `request_recalc`, `reset_poison`, `aggregates_sample`
 """
@@ -175,6 +176,47 @@ def recompute_project(conn: Connection, project_id: UUID, poison_attempts: int) 
         {"project_id": str(project_id), "poison_attempts": poison_attempts},
     ).all()
     return [(str(label), str(text)) for label, text in rows]
+
+
+def claim_due_batch(
+    conn: Connection, batch_size: int, poison_attempts: int, exclude: Iterable[UUID] = ()
+) -> list[tuple[UUID, Claim]]:
+    """(project id, claim) of up to `batch_size` due rows locked in the caller's transaction, oldest
+    DueAt first, skipping rows another drain holds (SKIP LOCKED), poison rows, `exclude` and rows
+    held by a live import run."""
+    rows = conn.execute(
+        queries("recalc")["claim_due_batch"],
+        {
+            "batch_size": batch_size,
+            "poison_attempts": poison_attempts,
+            "exclude": [str(p) for p in exclude],
+            **_ALIVE,
+        },
+    ).all()
+    return [
+        (
+            _uuid(row.project_id),
+            Claim(
+                tenant_id=row.tenant_id,
+                requested_count=int(row.requested_count),
+                last_reason=row.last_reason,
+                waited_seconds=float(row.waited_seconds),
+                live=bool(row.live),
+            ),
+        )
+        for row in rows
+    ]
+
+
+def recompute_batch(conn: Connection, claimed: Iterable[UUID]) -> list[tuple[str, UUID | None, str]]:
+    """The one set-based recalc of a batch's claimed projects (it also deletes their queue rows):
+    (label, project id, JSON text) of every changed project / layout / layout_group row,
+    ("building", project id, count of its changed buildings) and ("dequeued", None, n)."""
+    rows = conn.execute(queries("recalc")["recalc_batch"], {"claimed": [str(p) for p in claimed]}).all()
+    return [
+        (str(label), None if project_id is None else _uuid(project_id), str(text))
+        for label, project_id, text in rows
+    ]
 
 
 def dequeue_project(conn: Connection, project_id: UUID) -> None:

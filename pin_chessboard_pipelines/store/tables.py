@@ -386,6 +386,8 @@ outbox_messages = Table(
     Index(
         "ix_outbox_messages_published_at", "published_at", postgresql_where=text("published_at IS NOT NULL")
     ),
+    # the relay's mark writes a row's new version on its page (migration 0011)
+    postgresql_with={"fillfactor": 50},
 )
 
 # Analytics (docs/store.md#analytics): one row per live, non-archived project and day.

@@ -198,9 +198,10 @@ def test_audit_checks_show_drift_in_the_ui(db_url, engine):
     assert sample["field"] == "property_objects_free_count" and sample["stored"] == "99"
 
 
-def test_run_termination_stops_between_projects(db_url, engine):
-    """SIGINT (what run termination delivers) during a drain: the current project finishes whole,
-    the rest stays queued, the run ends as interrupted."""
+def test_run_termination_stops_between_batches(db_url, engine, monkeypatch):
+    """SIGINT (what run termination delivers) during a drain: the current batch (one transaction)
+    finishes or rolls back whole, the rest stays queued, the run ends as interrupted."""
+    monkeypatch.setenv("CHESSBOARD_RECALC_BATCH_SIZE", "2")
     with engine.begin() as conn:
         b = StoreBuilder(conn)
         projects = [standard_project(b) for _ in range(5)]

@@ -17,7 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pin_chessboard_pipelines.events import payloads as p
-from pin_chessboard_pipelines.events.messages import held_back, kafka_headers
+from pin_chessboard_pipelines.events.messages import (
+    batch_headers,
+    held_back,
+    kafka_headers,
+    message_value,
+    message_values,
+    row_headers,
+)
 from pin_chessboard_pipelines.events.outbox import HEADER_NAMES, OutboxEvent, payload_bytes
 from pin_chessboard_pipelines.events.topics_admin import contract_topics
 from pin_chessboard_pipelines.store import handbook as hb
@@ -519,3 +526,63 @@ def test_failed_delivery_holds_back_later_rows_of_the_same_key_only():
     assert held_back(rows, failed_ids={3}) == {3, 6}
     assert held_back(rows, failed_ids={2, 4}) == {2, 4, 5}
     assert held_back(rows, failed_ids=set()) == set()
+
+
+# JSON values as jsonb prints them: `, ` and `: ` between tokens, UTF-8 text, escapes in strings.
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**30), 10**30)
+    | st.decimals(allow_nan=False, allow_infinity=False, places=5).map(lambda d: json.loads(str(d)))
+    | st.text(alphabet=st.sampled_from(["a", "Ж", ",", ":", " ", '"', "\\", "\n", "{", "]"]), max_size=12),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_json_values, max_size=6))
+def test_message_values_of_a_batch_are_each_rows_message_value(values):
+    texts = [json.dumps(value, ensure_ascii=False) for value in values]
+    assert message_values(texts) == [message_value(text) for text in texts]
+    assert [json.loads(raw) for raw in message_values(texts)] == values
+
+
+def test_message_values_keep_every_digit_and_string_as_stored():
+    texts = [
+        '{"price": {"min": 987654321098.76543, "max": 0.0000001}, "area": 42.50, "n": 123456789012345678901234567890}',
+        '{"name": "Корпус «А», секция 1: west", "tags": ["a, b", "c"], "none": null, "ok": true}',
+        '{"q": "say \\"hi\\", then: go"}',
+        "{}",
+    ]
+    assert message_values(texts) == [
+        b'{"price":{"min":987654321098.76543,"max":0.0000001},"area":42.50,"n":123456789012345678901234567890}',
+        '{"name":"Корпус «А», секция 1: west","tags":["a, b","c"],"none":null,"ok":true}'.encode(),
+        b'{"q":"say \\"hi\\", then: go"}',
+        b"{}",
+    ]
+    assert message_values([]) == []
+
+
+def test_batch_headers_are_the_rows_headers():
+    contract = [
+        "m-1",
+        "2026-01-01T00:00:00+00:00",
+        "k",
+        "Project",
+        "pin.chessboard.project-upserted",
+        "1",
+        "c",
+    ]
+    rows = [
+        (1, "t", "k", "{}", *contract, None, None),
+        (2, "t", "k", "{}", *contract[:6], None, None, None),  # no correlationId
+        (3, "t", "k", "{}", *contract, '{"x-extra": "1"}', "00-abc-def-01"),
+    ]
+    encoded = [
+        [(name, v if isinstance(v, bytes) else v.encode()) for name, v in h] for h in batch_headers(rows)
+    ]
+    assert encoded == [row_headers(row) for row in rows]
+    assert [name for name, _ in encoded[0]] == list(HEADER_NAMES)

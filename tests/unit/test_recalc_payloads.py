@@ -13,7 +13,7 @@ from pin_chessboard_pipelines.events.payloads import (
     Handbook,
 )
 from pin_chessboard_pipelines.recalc.drain import DrainResult
-from pin_chessboard_pipelines.recalc.project import _event, parse_row
+from pin_chessboard_pipelines.recalc.project import event_of, parse_row
 
 
 def test_parse_row_keeps_decimals_and_timestamps():
@@ -65,7 +65,7 @@ def test_project_event_is_keyed_by_id_and_carries_the_new_version():
         countries={643: {"name": "Россия", "iso_code": "RUS"}},
         currencies={643: {"iso_code": "RUB", "name": "Российский рубль", "sign": "₽"}},
     )
-    event = _event("project", row, handbook, "corr")
+    event = event_of("project", row, handbook, "corr")
     assert (event.event_type, event.aggregate_id, event.correlation_id) == (
         PROJECT_UPSERTED,
         row["id"],
@@ -90,7 +90,7 @@ def test_layout_group_event_has_area_range():
         "deleted_at": None,
         "version": 3,
     }
-    event = _event("layout_group", row, Handbook(), "c")
+    event = event_of("layout_group", row, Handbook(), "c")
     assert event.event_type == LAYOUT_GROUP_UPSERTED
     assert event.payload["area"] == {"min": 30, "max": 45.5}
     assert event.payload["layoutsCount"] == 2

@@ -156,6 +156,140 @@ SELECT 'building', count(*)::text FROM building_changed
 UNION ALL
 SELECT 'dequeued', count(*)::text FROM dequeued
 
+-- name: claim_due_batch
+-- The batch's transaction, first statement: locks up to :batch_size due rows, oldest DueAt first,
+-- skipping rows another drain holds (SKIP LOCKED), poison rows, :exclude and rows held by a live
+-- import run (select_due_batch's rules), and says for each whether its project carries aggregates.
+SELECT r.project_id,
+       r.tenant_id,
+       r.requested_count,
+       r.last_reason,
+       extract(epoch FROM clock_timestamp() - r.first_requested_at)::float8 AS waited_seconds,
+       (p.id IS NOT NULL AND p.deleted_at IS NULL AND p.status <> 'Archived') AS live
+FROM chessboard.project_recalc_requests r
+LEFT JOIN chessboard.projects p ON p.id = r.project_id
+WHERE r.due_at <= now()
+  AND r.attempt_count < :poison_attempts
+  AND NOT (r.project_id = ANY (CAST(:exclude AS uuid[])))
+  AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'
+                                                  AND COALESCE(i.heartbeat_at, i.started_at) > now() - make_interval(secs => :alive_seconds)))
+ORDER BY r.due_at, r.project_id
+LIMIT :batch_size
+FOR UPDATE OF r SKIP LOCKED
+
+-- name: recalc_batch
+-- recalc_project for every claimed project of a batch at once (:claimed, uuid array): one
+-- statement recomputes the aggregates of the live ones, writes only rows whose values differ, bumps
+-- version/updated_at there, deletes every claimed queue row (archived and deleted projects' too:
+-- nothing else of theirs is written) and returns the changed project/layout/layout-group rows (JSON
+-- text) by project for the outbox, and per project the number of changed buildings. Same formulas
+-- and the same "rows that point at them" rule as recalc_project.
+WITH live AS (
+    SELECT id
+    FROM chessboard.projects
+    WHERE id = ANY (CAST(:claimed AS uuid[])) AND deleted_at IS NULL AND status <> 'Archived'
+),
+project_new AS (
+    SELECT live.id,
+           count(o.id)::int AS total,
+           (count(o.id) FILTER (WHERE o.status = 'Free'))::int AS free,
+           min(o.price) FILTER (WHERE o.status = 'Free') AS price_min,
+           max(o.price) FILTER (WHERE o.status = 'Free') AS price_max
+    FROM live
+    LEFT JOIN chessboard.property_objects o
+           ON o.project_id = live.id AND o.deleted_at IS NULL AND o.status <> 'Hidden'
+    GROUP BY live.id
+),
+project_changed AS (
+    UPDATE chessboard.projects t
+    SET price_min = n.price_min,
+        price_max = n.price_max,
+        property_objects_total_count = n.total,
+        property_objects_free_count = n.free,
+        version = t.version + 1,
+        updated_at = now()
+    FROM project_new n
+    WHERE t.id = n.id
+      AND (t.price_min, t.price_max, t.property_objects_total_count, t.property_objects_free_count)
+          IS DISTINCT FROM (n.price_min, n.price_max, n.total, n.free)
+    RETURNING t.*
+),
+building_new AS (
+    SELECT b.id,
+           count(o.id)::int AS total,
+           (count(o.id) FILTER (WHERE o.status = 'Free'))::int AS free
+    FROM chessboard.buildings b
+    JOIN live ON b.project_id = live.id
+    LEFT JOIN chessboard.property_objects o
+           ON o.building_id = b.id AND o.deleted_at IS NULL AND o.status <> 'Hidden'
+    GROUP BY b.id
+),
+building_changed AS (
+    UPDATE chessboard.buildings t
+    SET property_objects_total_count = n.total,
+        property_objects_free_count = n.free,
+        updated_at = now()
+    FROM building_new n
+    WHERE t.id = n.id
+      AND (t.property_objects_total_count, t.property_objects_free_count) IS DISTINCT FROM (n.total, n.free)
+    RETURNING t.project_id
+),
+layout_new AS (
+    SELECT l.id, count(o.id)::int AS objects
+    FROM chessboard.layouts l
+    JOIN live ON l.project_id = live.id
+    LEFT JOIN chessboard.property_objects o
+           ON o.layout_id = l.id AND o.deleted_at IS NULL AND o.status <> 'Hidden'
+    GROUP BY l.id
+),
+layout_changed AS (
+    UPDATE chessboard.layouts t
+    SET property_objects_count = n.objects,
+        version = t.version + 1,
+        updated_at = now()
+    FROM layout_new n
+    WHERE t.id = n.id
+      AND t.property_objects_count IS DISTINCT FROM n.objects
+    RETURNING t.*
+),
+group_new AS (
+    -- live layouts of the group (deleted_at is null)
+    SELECT g.id,
+           count(l.id)::int AS layouts,
+           min(l.total_area) AS area_min,
+           max(l.total_area) AS area_max
+    FROM chessboard.layout_groups g
+    JOIN live ON g.project_id = live.id
+    LEFT JOIN chessboard.layouts l ON l.layout_group_id = g.id AND l.deleted_at IS NULL
+    GROUP BY g.id
+),
+group_changed AS (
+    UPDATE chessboard.layout_groups t
+    SET layouts_count = n.layouts,
+        area_min = n.area_min,
+        area_max = n.area_max,
+        version = t.version + 1,
+        updated_at = now()
+    FROM group_new n
+    WHERE t.id = n.id
+      AND (t.layouts_count, t.area_min, t.area_max) IS DISTINCT FROM (n.layouts, n.area_min, n.area_max)
+    RETURNING t.*
+),
+dequeued AS (
+    DELETE FROM chessboard.project_recalc_requests
+    WHERE project_id = ANY (CAST(:claimed AS uuid[]))
+    RETURNING 1
+)
+SELECT 'project' AS entity, c.id::text AS project_id, to_jsonb(c)::text AS row FROM project_changed c
+UNION ALL
+SELECT 'layout', c.project_id::text, to_jsonb(c)::text FROM layout_changed c
+UNION ALL
+SELECT 'layout_group', c.project_id::text, to_jsonb(c)::text FROM group_changed c
+UNION ALL
+SELECT 'building', c.project_id::text, count(*)::text FROM building_changed c GROUP BY c.project_id
+UNION ALL
+SELECT 'dequeued', NULL, count(*)::text FROM dequeued
+
 -- name: dequeue_project
 -- Archived or deleted project: the row goes, nothing else changes
 -- (docs/project-aggregates-recalc.md#one-transaction-per-project).
