@@ -152,7 +152,7 @@ def _recalc_in_transaction(conn: Connection, project_id: UUID, ctx: ProjectConte
         events: list[OutboxEvent] = []
         republished: Counter = Counter()
         buildings_changed = 0
-        for label, text in queue.recompute_project(conn, project_id, ctx.poison_attempts):
+        for label, text in queue.recompute_project(conn, project_id):
             if label == "building":
                 buildings_changed = int(text)
             elif label in _REPUBLISHED_ENTITIES:
@@ -170,7 +170,7 @@ def _recalc_in_transaction(conn: Connection, project_id: UUID, ctx: ProjectConte
 
 
 def parse_row(text: str) -> dict[str, Any]:
-    """A row returned as JSON by recalc_project: numerics stay Decimal, timestamps datetime."""
+    """A row returned as JSON by recalc_batch: numerics stay Decimal, timestamps datetime."""
     row = json.loads(text, parse_float=Decimal)
     for name in _TIMESTAMPS:
         if isinstance(row.get(name), str):

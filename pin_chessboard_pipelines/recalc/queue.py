@@ -167,15 +167,11 @@ def claim_project(conn: Connection, project_id: UUID, poison_attempts: int) -> C
     )
 
 
-def recompute_project(conn: Connection, project_id: UUID, poison_attempts: int) -> list[tuple[str, str]]:
-    """The one set-based recalc of a claimed project (it also deletes the queue row): (label, JSON
+def recompute_project(conn: Connection, project_id: UUID) -> list[tuple[str, str]]:
+    """The batch's statement on one claimed project (it also deletes the queue row): (label, JSON
     text) of every changed project / layout / layout_group row, ("building", count of changed
-    buildings) and ("dequeued", n)."""
-    rows = conn.execute(
-        queries("recalc")["recalc_project"],
-        {"project_id": str(project_id), "poison_attempts": poison_attempts},
-    ).all()
-    return [(str(label), str(text)) for label, text in rows]
+    buildings) when any changed, and ("dequeued", n)."""
+    return [(label, text) for label, _, text in recompute_batch(conn, [project_id])]
 
 
 def claim_due_batch(

@@ -1,6 +1,6 @@
 """The aggregate formulas (docs/project-aggregates-recalc.md#aggregates) as pure functions of row values.
 
-The recalc itself runs them set-based in SQL (store/sql/recalc.sql, `recalc_project`); these are
+The recalc itself runs them set-based in SQL (store/sql/recalc.sql, `recalc_batch`); these are
 the reference the audit and the property tests compare the store with.
 """
 

@@ -37,125 +37,6 @@ WHERE r.project_id = :project_id
                                                   AND COALESCE(i.heartbeat_at, i.started_at) > now() - make_interval(secs => :alive_seconds)))
 FOR UPDATE OF r SKIP LOCKED
 
--- name: recalc_project
--- One statement per project: recompute every aggregate of the project from property_objects and
--- layouts, write only rows whose values differ, bump version/updated_at there, delete the queue
--- row, and return the changed project/layout/layout-group rows (JSON text) for the outbox.
--- Buildings, layouts and layout groups of the project count the rows that point at them, wherever
--- those rows' projects are (a moved layout, layout group or building; docs/store.md#moves).
--- Buildings: counters and updated_at only; their counters are outside the published building
--- snapshot, and `version` counts published changes
--- (docs/project-aggregates-recalc.md#republish-only-on-change).
--- An archived or deleted project matches no `live` row: nothing is written but the queue row.
-WITH live AS (
-    SELECT id
-    FROM chessboard.projects
-    WHERE id = :project_id AND deleted_at IS NULL AND status <> 'Archived'
-),
-obj AS MATERIALIZED (
-    -- active objects (deleted_at is null and status <> 'Hidden'); free = status 'Free'
-    SELECT o.status = 'Free' AS free, o.price
-    FROM chessboard.property_objects o
-    WHERE o.project_id = :project_id
-      AND o.deleted_at IS NULL
-      AND o.status <> 'Hidden'
-      AND EXISTS (SELECT 1 FROM live)
-),
-project_new AS (
-    SELECT count(*)::int AS total,
-           (count(*) FILTER (WHERE free))::int AS free,
-           min(price) FILTER (WHERE free) AS price_min,
-           max(price) FILTER (WHERE free) AS price_max
-    FROM obj
-),
-project_changed AS (
-    UPDATE chessboard.projects t
-    SET price_min = n.price_min,
-        price_max = n.price_max,
-        property_objects_total_count = n.total,
-        property_objects_free_count = n.free,
-        version = t.version + 1,
-        updated_at = now()
-    FROM live, project_new n
-    WHERE t.id = live.id
-      AND (t.price_min, t.price_max, t.property_objects_total_count, t.property_objects_free_count)
-          IS DISTINCT FROM (n.price_min, n.price_max, n.total, n.free)
-    RETURNING t.*
-),
-building_new AS (
-    SELECT b.id,
-           count(o.id)::int AS total,
-           (count(o.id) FILTER (WHERE o.status = 'Free'))::int AS free
-    FROM chessboard.buildings b
-    JOIN live ON b.project_id = live.id
-    LEFT JOIN chessboard.property_objects o
-           ON o.building_id = b.id AND o.deleted_at IS NULL AND o.status <> 'Hidden'
-    GROUP BY b.id
-),
-building_changed AS (
-    UPDATE chessboard.buildings t
-    SET property_objects_total_count = n.total,
-        property_objects_free_count = n.free,
-        updated_at = now()
-    FROM building_new n
-    WHERE t.id = n.id
-      AND (t.property_objects_total_count, t.property_objects_free_count) IS DISTINCT FROM (n.total, n.free)
-    RETURNING t.id
-),
-layout_new AS (
-    SELECT l.id, count(o.id)::int AS objects
-    FROM chessboard.layouts l
-    JOIN live ON l.project_id = live.id
-    LEFT JOIN chessboard.property_objects o
-           ON o.layout_id = l.id AND o.deleted_at IS NULL AND o.status <> 'Hidden'
-    GROUP BY l.id
-),
-layout_changed AS (
-    UPDATE chessboard.layouts t
-    SET property_objects_count = n.objects,
-        version = t.version + 1,
-        updated_at = now()
-    FROM layout_new n
-    WHERE t.id = n.id
-      AND t.property_objects_count IS DISTINCT FROM n.objects
-    RETURNING t.*
-),
-group_new AS (
-    -- live layouts of the group (deleted_at is null)
-    SELECT g.id,
-           count(l.id)::int AS layouts,
-           min(l.total_area) AS area_min,
-           max(l.total_area) AS area_max
-    FROM chessboard.layout_groups g
-    JOIN live ON g.project_id = live.id
-    LEFT JOIN chessboard.layouts l ON l.layout_group_id = g.id AND l.deleted_at IS NULL
-    GROUP BY g.id
-),
-group_changed AS (
-    UPDATE chessboard.layout_groups t
-    SET layouts_count = n.layouts,
-        area_min = n.area_min,
-        area_max = n.area_max,
-        version = t.version + 1,
-        updated_at = now()
-    FROM group_new n
-    WHERE t.id = n.id
-      AND (t.layouts_count, t.area_min, t.area_max) IS DISTINCT FROM (n.layouts, n.area_min, n.area_max)
-    RETURNING t.*
-),
-dequeued AS (
-    DELETE FROM chessboard.project_recalc_requests WHERE project_id = :project_id RETURNING 1
-)
-SELECT 'project' AS entity, to_jsonb(c)::text AS row FROM project_changed c
-UNION ALL
-SELECT 'layout', to_jsonb(c)::text FROM layout_changed c
-UNION ALL
-SELECT 'layout_group', to_jsonb(c)::text FROM group_changed c
-UNION ALL
-SELECT 'building', count(*)::text FROM building_changed
-UNION ALL
-SELECT 'dequeued', count(*)::text FROM dequeued
-
 -- name: claim_due_batch
 -- The batch's transaction, first statement: locks up to :batch_size due rows, oldest DueAt first,
 -- skipping rows another drain holds (SKIP LOCKED), poison rows, :exclude and rows held by a live
@@ -178,12 +59,17 @@ LIMIT :batch_size
 FOR UPDATE OF r SKIP LOCKED
 
 -- name: recalc_batch
--- recalc_project for every claimed project of a batch at once (:claimed, uuid array): one
--- statement recomputes the aggregates of the live ones, writes only rows whose values differ, bumps
--- version/updated_at there, deletes every claimed queue row (archived and deleted projects' too:
--- nothing else of theirs is written) and returns the changed project/layout/layout-group rows (JSON
--- text) by project for the outbox, and per project the number of changed buildings. Same formulas
--- and the same "rows that point at them" rule as recalc_project.
+-- The claimed projects of a batch at once (:claimed, uuid array; a project's own transaction, the
+-- batch's fallback, passes one): one statement recomputes the aggregates of the live ones, writes
+-- only rows whose values differ, bumps version/updated_at there, deletes every claimed queue row
+-- (archived and deleted projects' too: nothing else of theirs is written) and returns the changed
+-- project/layout/layout-group rows (JSON text) by project for the outbox, and per project the
+-- number of changed buildings.
+-- Buildings, layouts and layout groups of a project count the rows that point at them, wherever
+-- those rows' projects are (a moved layout, layout group or building; docs/store.md#moves).
+-- Buildings: counters and updated_at only; their counters are outside the published building
+-- snapshot, and `version` counts published changes
+-- (docs/project-aggregates-recalc.md#republish-only-on-change).
 WITH live AS (
     SELECT id
     FROM chessboard.projects
