@@ -8,7 +8,9 @@ from pin_chessboard_pipelines.defs.metadata import ASSET_TABLES, COLUMN_SCHEMA_K
 
 
 def _nodes():
-    from pin_chessboard_pipelines.definitions import defs
+    from pin_chessboard_pipelines.definitions import defs as load_defs
+
+    defs = load_defs()
 
     graph = defs.get_repository_def().asset_graph
     return {key.to_user_string(): graph.get(key) for key in graph.get_all_asset_keys()}

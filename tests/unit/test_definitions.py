@@ -51,10 +51,21 @@ def test_definitions_load_without_warnings():
 
 
 def test_definitions_match_the_snapshot():
-    from pin_chessboard_pipelines.definitions import defs
+    from pin_chessboard_pipelines.definitions import defs as load_defs
+
+    defs = load_defs()
 
     current = describe(defs)
     if os.environ.get("UPDATE_SNAPSHOTS"):
         SNAPSHOT.write_text(current)
     assert SNAPSHOT.exists(), f"{SNAPSHOT} is missing: UPDATE_SNAPSHOTS=1 writes it"
     assert current == SNAPSHOT.read_text()
+
+
+def test_the_module_builds_no_definitions_on_import():
+    """`defs` is a @dg.definitions loader: importing the module (as the multiprocess executor's
+    forkserver does) builds nothing, and the location's loader returns the Definitions."""
+    import pin_chessboard_pipelines.definitions as module
+
+    assert not isinstance(module.defs, dg.Definitions)
+    assert isinstance(module.defs(), dg.Definitions)

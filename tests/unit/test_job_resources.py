@@ -7,7 +7,9 @@ import pytest
 
 
 def _resource_fields(job_name: str) -> set[str]:
-    from pin_chessboard_pipelines.definitions import defs
+    from pin_chessboard_pipelines.definitions import defs as load_defs
+
+    defs = load_defs()
 
     job = defs.get_repository_def().get_job(job_name)
     return set(job.run_config_schema.config_type.fields["resources"].config_type.fields)
@@ -24,7 +26,9 @@ def test_an_op_job_carries_only_the_resources_its_ops_use(job_name):
 def test_a_schedule_runs_the_bound_job():
     import dagster as dg
 
-    from pin_chessboard_pipelines.definitions import defs
+    from pin_chessboard_pipelines.definitions import defs as load_defs
+
+    defs = load_defs()
 
     repository = defs.get_repository_def()
     for schedule in defs.schedules or []:
