@@ -21,8 +21,7 @@ SELECT count(*) AS value FROM chessboard.talent_import_runs WHERE status = 'Runn
 -- shows a bigint key as classid = high 32 bits, objid = low 32 bits, objsubid = 1.
 SELECT (count(*) > 0)::int AS value
 FROM chessboard.talent_import_runs r
-WHERE r.status = 'Running'
-  AND COALESCE(r.heartbeat_at, r.started_at) > now() - make_interval(secs => :alive_seconds)
+WHERE chessboard.import_run_alive(r, :alive_seconds)
   AND NOT (r.lock_held AND NOT EXISTS (
     SELECT 1 FROM pg_locks l
     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1

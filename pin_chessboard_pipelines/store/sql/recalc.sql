@@ -12,8 +12,7 @@ FROM chessboard.project_recalc_requests AS r
 WHERE due_at <= now()
   AND attempt_count < :poison_attempts
   AND NOT (project_id = ANY (CAST(:exclude AS uuid[])))
-  AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'
-                                                  AND COALESCE(i.heartbeat_at, i.started_at) > now() - make_interval(secs => :alive_seconds)))
+  AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND chessboard.import_run_alive(i, :alive_seconds)))
 ORDER BY due_at, project_id
 LIMIT :batch_size
 FOR UPDATE SKIP LOCKED
@@ -33,8 +32,7 @@ LEFT JOIN chessboard.projects p ON p.id = r.project_id
 WHERE r.project_id = :project_id
   AND r.due_at <= now()
   AND r.attempt_count < :poison_attempts
-  AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'
-                                                  AND COALESCE(i.heartbeat_at, i.started_at) > now() - make_interval(secs => :alive_seconds)))
+  AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND chessboard.import_run_alive(i, :alive_seconds)))
 FOR UPDATE OF r SKIP LOCKED
 
 -- name: claim_due_batch
@@ -52,8 +50,7 @@ LEFT JOIN chessboard.projects p ON p.id = r.project_id
 WHERE r.due_at <= now()
   AND r.attempt_count < :poison_attempts
   AND NOT (r.project_id = ANY (CAST(:exclude AS uuid[])))
-  AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'
-                                                  AND COALESCE(i.heartbeat_at, i.started_at) > now() - make_interval(secs => :alive_seconds)))
+  AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND chessboard.import_run_alive(i, :alive_seconds)))
 ORDER BY r.due_at, r.project_id
 LIMIT :batch_size
 FOR UPDATE OF r SKIP LOCKED
@@ -198,8 +195,7 @@ SELECT count(*) FILTER (WHERE attempt_count < :poison_attempts) AS due,
        count(*) FILTER (WHERE attempt_count >= :poison_attempts) AS poison,
        min(due_at) FILTER (WHERE attempt_count < :poison_attempts) AS oldest_due_at
 FROM chessboard.project_recalc_requests AS r
-WHERE due_at <= now() AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'
-                                                  AND COALESCE(i.heartbeat_at, i.started_at) > now() - make_interval(secs => :alive_seconds)))
+WHERE due_at <= now() AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND chessboard.import_run_alive(i, :alive_seconds)))
 
 -- name: next_due
 -- Seconds from now to the earliest DueAt the drain will take at or after :after (Unix time; 0 = any
@@ -210,8 +206,7 @@ FROM chessboard.project_recalc_requests AS r
 WHERE attempt_count < :poison_attempts
   AND due_at >= to_timestamp(:after)
   AND NOT (project_id = ANY (CAST(:exclude AS uuid[])))
-  AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'
-                                                  AND COALESCE(i.heartbeat_at, i.started_at) > now() - make_interval(secs => :alive_seconds)))
+  AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND chessboard.import_run_alive(i, :alive_seconds)))
 
 -- name: poison_rows
 -- Rows the drain skips (AttemptCount >= poison threshold), CHESSBOARD_RECALC_POISON.
@@ -248,16 +243,14 @@ SELECT count(*) AS value FROM chessboard.project_recalc_requests
 -- a request held by a Running import run waits for the run).
 SELECT count(*) AS value FROM chessboard.project_recalc_requests AS r
 WHERE due_at <= now() AND attempt_count < :poison_attempts
-  AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'
-                                                  AND COALESCE(i.heartbeat_at, i.started_at) > now() - make_interval(secs => :alive_seconds)))
+  AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND chessboard.import_run_alive(i, :alive_seconds)))
 
 -- name: held_count
 -- Gauge chessboard_recalc_held_rows: rows held by a Running import run (outside due_backlog; they
 -- become due when the run ends, docs/store.md#held-requests).
 SELECT count(*) AS value FROM chessboard.project_recalc_requests AS r
 WHERE attempt_count < :poison_attempts AND r.import_run_id IS NOT NULL
-  AND EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'
-              AND COALESCE(i.heartbeat_at, i.started_at) > now() - make_interval(secs => :alive_seconds))
+  AND EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND chessboard.import_run_alive(i, :alive_seconds))
 
 -- name: poison_count
 -- Gauge chessboard_recalc_poison_rows: rows kept for the runbook (threshold from settings).
@@ -355,13 +348,11 @@ ORDER BY d.project_id, d.entity, d.id, d.field
 -- `recalc status`: the queue at a glance.
 SELECT count(*) AS depth,
        count(*) FILTER (WHERE due_at <= now() AND attempt_count < :poison_attempts
-                        AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'
-                                                  AND COALESCE(i.heartbeat_at, i.started_at) > now() - make_interval(secs => :alive_seconds)))) AS due,
+                        AND (r.import_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND chessboard.import_run_alive(i, :alive_seconds)))) AS due,
        count(*) FILTER (WHERE attempt_count >= :poison_attempts) AS poison,
        -- held by a Running import run: waits for the run's end, due or not (not in `due`)
        count(*) FILTER (WHERE attempt_count < :poison_attempts AND r.import_run_id IS NOT NULL
-                        AND EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'
-              AND COALESCE(i.heartbeat_at, i.started_at) > now() - make_interval(secs => :alive_seconds))) AS held,
+                        AND EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND chessboard.import_run_alive(i, :alive_seconds))) AS held,
        min(due_at) FILTER (WHERE attempt_count < :poison_attempts) AS next_due_at,
        coalesce(sum(requested_count), 0) AS requested
 FROM chessboard.project_recalc_requests AS r

@@ -67,5 +67,4 @@ SET import_run_id = NULL,
     updated_at = now()
 WHERE r.import_run_id IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i
-                  WHERE i.id = r.import_run_id AND i.status = 'Running'
-                    AND COALESCE(i.heartbeat_at, i.started_at) > now() - make_interval(secs => :alive_seconds))
+                  WHERE i.id = r.import_run_id AND chessboard.import_run_alive(i, :alive_seconds))

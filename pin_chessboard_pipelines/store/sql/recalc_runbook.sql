@@ -20,8 +20,7 @@ LIMIT 11
 SELECT count(*) AS held
 FROM chessboard.project_recalc_requests AS r
 WHERE r.import_run_id IS NOT NULL
-  AND EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND i.status = 'Running'
-              AND COALESCE(i.heartbeat_at, i.started_at) > now() - make_interval(secs => :alive_seconds))
+  AND EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND chessboard.import_run_alive(i, :alive_seconds))
 
 -- name: oldest_due_rows
 -- The :limit rows whose DueAt has passed the longest, with their project's name and state:
@@ -31,8 +30,7 @@ SELECT r.project_id, p.name, p.external_talent_id, r.due_at, r.first_requested_a
        CASE WHEN r.attempt_count >= :poison_attempts THEN 'poison'
             WHEN r.import_run_id IS NOT NULL AND EXISTS (
                 SELECT 1 FROM chessboard.talent_import_runs i
-                WHERE i.id = r.import_run_id AND i.status = 'Running'
-                  AND COALESCE(i.heartbeat_at, i.started_at) > now() - make_interval(secs => :alive_seconds)) THEN 'held'
+                WHERE i.id = r.import_run_id AND chessboard.import_run_alive(i, :alive_seconds)) THEN 'held'
             ELSE 'due' END AS state
 FROM chessboard.project_recalc_requests AS r
 LEFT JOIN chessboard.projects AS p ON p.id = r.project_id

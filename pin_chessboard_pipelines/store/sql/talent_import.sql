@@ -5,10 +5,9 @@
 -- Running runs and whether they are alive: one of their processes renewed the heartbeat within
 -- :alive_seconds, and a run whose process held the import lock still has a holder of it
 -- (:lock_free: nobody holds it, or the caller does).
-SELECT *,
-       COALESCE(heartbeat_at, started_at) > now() - make_interval(secs => :alive_seconds)
-       AND NOT (lock_held AND :lock_free) AS alive
-FROM chessboard.talent_import_runs WHERE status = 'Running' ORDER BY started_at
+SELECT r.*,
+       chessboard.import_run_alive(r, :alive_seconds) AND NOT (r.lock_held AND :lock_free) AS alive
+FROM chessboard.talent_import_runs r WHERE r.status = 'Running' ORDER BY r.started_at
 
 -- name: mark_lock_held
 UPDATE chessboard.talent_import_runs SET lock_held = :lock_held WHERE id = :run_id
