@@ -84,17 +84,16 @@ def _value(prometheus: Prometheus, promql: str) -> float | None:
         return None
 
 
-def _pages_done(url: str, stage: str | None = None) -> float:
+def _done(url: str) -> tuple[float, float]:
+    """Done pages and the items they counted (applied, skipped, failed), from the store."""
     with get_engine(url).connect() as conn:
-        return float(
-            conn.execute(
-                sa.text(
-                    "SELECT count(*) FROM chessboard.talent_import_pages WHERE status = 'Done' "
-                    "AND (CAST(:stage AS text) IS NULL OR stage = :stage)"
-                ),
-                {"stage": stage},
-            ).scalar_one()
-        )
+        pages, items = conn.execute(
+            sa.text(
+                "SELECT count(*), coalesce(sum(items_applied + items_skipped + items_failed), 0) "
+                "FROM chessboard.talent_import_pages WHERE status = 'Done'"
+            )
+        ).one()
+    return float(pages), float(items)
 
 
 def _launch_bootstrap(stack: DagsterStack) -> str:
@@ -109,18 +108,6 @@ def _launch_bootstrap(stack: DagsterStack) -> str:
     [launched] = stack.graphql.runs(tags={"pin/launched-by": bootstrap_id})
     assert launched["jobName"] == IMPORT_JOB
     return launched["runId"]
-
-
-def _items_done(url: str) -> float:
-    with get_engine(url).connect() as conn:
-        return float(
-            conn.execute(
-                sa.text(
-                    "SELECT coalesce(sum(items_applied + items_skipped + items_failed), 0) "
-                    "FROM chessboard.talent_import_pages WHERE status = 'Done'"
-                )
-            ).scalar_one()
-        )
 
 
 def test_a_ui_launched_import_reads_running_while_it_runs(
@@ -151,7 +138,7 @@ def test_a_ui_launched_import_reads_running_while_it_runs(
     # ended: both gauges at 0, the run row Completed, the counter equal to the store's pages
     wait_until(lambda: _value(prometheus, "max(chessboard_import_running)") == 0, 60, "running back to 0")
     wait_until(lambda: _value(prometheus, "max(chessboard_import_runs_running)") == 0, 60, "no Running row")
-    done = _pages_done(stack.chessboard_url)
+    done, items = _done(stack.chessboard_url)
     assert done > 40
     wait_until(
         lambda: _value(prometheus, 'sum(chessboard_import_pages_total{status="Done"})') == done,
@@ -159,7 +146,6 @@ def test_a_ui_launched_import_reads_running_while_it_runs(
         f"pages Done counter == {done}",
     )
     # every step process counted its items into the store, the page steps' processes included
-    items = _items_done(stack.chessboard_url)
     wait_until(
         lambda: _value(prometheus, "sum(chessboard_import_items_total)") == items,
         60,
@@ -208,8 +194,8 @@ def test_a_hanging_ui_import_is_stuck_not_interrupted(
     began = time.time()
     wait_until(lambda: _value(prometheus, "max(chessboard_store_up)") == 1, 60, "store up")
     run_id = _launch_bootstrap(stack)
-    before = _pages_done(stack.chessboard_url)
-    wait_until(lambda: _pages_done(stack.chessboard_url) > before + 2, 240, "the import's first pages")
+    before, _ = _done(stack.chessboard_url)
+    wait_until(lambda: _done(stack.chessboard_url)[0] > before + 2, 240, "the import's first pages")
     simulator.set_spec(dataclasses.replace(SPEC, latency_ms=HANG_MS))
     try:
         hang_began = time.time()
