@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-packages demo test faults image image-tests lint bench lock check-fresh clean
+.PHONY: install system-packages demo test faults newest-dagster image image-tests lint bench lock check-fresh clean
 
 # The stock pip of `python3.11 -m venv` (23.2) installs the lock as it is: no upgrade first.
 $(STAMP): pyproject.toml requirements.lock
@@ -41,6 +41,10 @@ test: system-packages lint
 # that hangs or answers 5xx/429, imports killed with SIGKILL (tests/faults/).
 faults: $(STAMP)
 	CHESSBOARD_FAULT_SUITE=1 $(BIN)/python -m pytest tests/faults -q
+
+# The Dagster-facing tests on the newest Dagster on PyPI instead of the lock's (scripts/newest-dagster)
+newest-dagster:
+	scripts/newest-dagster
 
 # The image of the Dockerfile built with podman (installed from Debian when missing) on a base it can
 # get here (a debootstrap Debian bookworm when no registry serves python:3.11-slim-bookworm), and

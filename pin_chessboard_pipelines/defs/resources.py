@@ -95,7 +95,7 @@ class ChessboardResource(dg.ConfigurableResource):
         row, so a long run's later evaluation would hide behind a shorter run's, and the latest
         publish would read "Not evaluated"."""
         target = latest_materialization(context.instance, dg.AssetKey(EVENTS_ASSET))
-        evaluation = lag_evaluation(pending_summary(self.engine), f"{path}, run {context.run_id}", target)
+        evaluation = lag_evaluation(pending_summary(self.engine), f"{path}, run {context.run.run_id}", target)
         context.instance.report_runless_asset_event(evaluation)
 
 
