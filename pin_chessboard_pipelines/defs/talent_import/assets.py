@@ -10,7 +10,6 @@ first `processes` page steps run (in OS processes or pods with the multiprocess 
 the others are skipped. Every step rebuilds its session from the database.
 """
 
-import inspect
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -325,15 +324,20 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
     ):
         yield from _barrier(stage, context, chessboard, talent_import)
 
-    def compose(**upstream_assets):
-        started = plan(**upstream_assets)
+    def wire(started) -> dict:
         done = [workers[i](started[i]) for i in range(PROCESSES_MAX)]
         ended = barrier(done)
         return {"result": ended.result, _check_output(key): getattr(ended, _check_output(key))}
 
-    compose.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in upstream]
-    )
+    # the graph's inputs are its function's parameters: the stage's Talent source, and its parent
+    # stage when it has one
+    def under_parent(talent, parent):
+        return wire(plan(talent=talent, parent=parent))
+
+    def first(talent):
+        return wire(plan(talent=talent))
+
+    compose = under_parent if parent else first
     compose.__name__ = name
     return dg.graph_asset(
         key=key,
