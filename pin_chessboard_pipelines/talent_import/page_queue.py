@@ -26,6 +26,7 @@ class ClaimedPage:
     cursor: str | None
     attempts: int
     claim_token: uuid.UUID
+    staged_items: str | None = None  # the staged items' text of a page another process walked
 
 
 def last_planned_page(conn: Connection, run_id: uuid.UUID, stage: str, scope: str) -> Row | None:
@@ -93,7 +94,9 @@ def claim_page(
     )
     if row is None:
         return None
-    return ClaimedPage(row["id"], row["scope"], row["page_no"], row["cursor"], row["attempts"], token)
+    return ClaimedPage(
+        row["id"], row["scope"], row["page_no"], row["cursor"], row["attempts"], token, row["staged_items"]
+    )
 
 
 def claimed_pages(conn: Connection, page_ids: list[int]) -> set[int]:

@@ -339,8 +339,10 @@ class PageWorker:
         items = self.work.cache.take(page.id)
         if items is not None:
             return items, ReadFrom.WALK
-        with session.engine.connect() as conn:
-            text = page_queue.staged_page(conn, session.run_id, self.stage.stage, page.id)
+        text = page.staged_items  # came with the claim when another process walked the page
+        if text is None:  # walked here, but no longer in memory
+            with session.engine.connect() as conn:
+                text = page_queue.staged_page(conn, session.run_id, self.stage.stage, page.id)
         if text is not None:
             return staged_items(text), ReadFrom.STAGED
         items = session.source.fetch_page(

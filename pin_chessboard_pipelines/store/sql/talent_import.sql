@@ -183,7 +183,12 @@ WHERE p.id = (
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 )
-RETURNING p.id, p.scope, p.page_no, p.cursor, p.attempts
+RETURNING p.id, p.scope, p.page_no, p.cursor, p.attempts,
+          -- a page another process walked: its staged items come with the claim (the walking
+          -- process holds them in memory)
+          CASE WHEN p.planned_by IS DISTINCT FROM :claimed_by THEN (
+              SELECT s.items FROM chessboard.talent_import_staged_pages AS s
+              WHERE s.run_id = p.run_id AND s.stage = p.stage AND s.page_id = p.id) END AS staged_items
 
 -- name: claimed_pages
 SELECT id FROM chessboard.talent_import_pages WHERE id = ANY(:page_ids) AND status <> 'Pending'
