@@ -5,8 +5,9 @@
 
 `--processes P[,P...]`: one bootstrap per P, each stage worked on by P OS processes at once (the
 code a Dagster page step runs: join the run, claim pages, one walker per stage under its walk lock),
-on a fresh database each; per P: objects/s, the ratio to a raw COPY of the same rows, and the CPU
-seconds of PostgreSQL, the worker processes and the simulator.
+on a fresh database each; per P: objects/s, the ratio to a raw COPY of the same rows, the CPU
+seconds of PostgreSQL, the worker processes and the simulator, the pages read twice from the source,
+and of the PropertyObjects stage the CPU per object and the statements per page.
 
 The defaults are the simulator's "1m" preset: 100 developers x 100 projects = 10k projects,
 1M property objects (50k buildings, 40k layout groups, 100k layouts). The simulator serves them
@@ -24,6 +25,7 @@ Uses CHESSBOARD_DATABASE_URL's server when set, otherwise starts an embedded Pos
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import subprocess
@@ -148,21 +150,61 @@ def _postmaster_pid(url: str) -> int | None:
         return None  # a server on another host: its CPU is not ours to read
 
 
+class _CountingSource(ApiPullSource):
+    """The Talent API, counting the pages read again by cursor (the walk's reads are the listing)."""
+
+    fetched = 0
+
+    def fetch_page(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        type(self).fetched += 1
+        return super().fetch_page(*args, **kwargs)
+
+
+def _count_statements(engine) -> list[int]:  # type: ignore[no-untyped-def]
+    """Every statement and COPY this process sends through the engine's connections (SQLAlchemy's
+    and the raw bulk cursors alike, pool pings included): a cursor class that counts."""
+    import psycopg2.extensions
+    from sqlalchemy import event
+
+    counter = [0]
+
+    class CountingCursor(psycopg2.extensions.cursor):
+        def execute(self, query, vars=None):  # type: ignore[no-untyped-def]
+            counter[0] += 1
+            return super().execute(query, vars)
+
+        def copy_expert(self, sql, file, size=8192):  # type: ignore[no-untyped-def]
+            counter[0] += 1
+            return super().copy_expert(sql, file, size)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, record):  # type: ignore[no-untyped-def]
+        dbapi_connection.cursor_factory = CountingCursor
+
+    return counter
+
+
 def _worker(args: argparse.Namespace) -> int:
-    """One process's share of one stage (what a Dagster page step does)."""
+    """One process's share of one stage (what a Dagster page step does); its figures to --stats."""
     from pin_chessboard_pipelines.entities import BY_STAGE
 
     session = ImportSession(
         args.url,
         build_request(page_size=args.page_size, workers=args.workers, correlation_id=args.correlation_id),
-        ApiPullSource(args.sim_url),
+        _CountingSource(args.sim_url),
         options=ImportOptions(lock_timeout_seconds=5),
     )
+    statements = _count_statements(session.engine)
     try:
         session.join()
-        session.work_stage(BY_STAGE[args.worker])
+        report = session.work_stage(BY_STAGE[args.worker])
     finally:
         session.close()
+    Path(args.stats).write_text(
+        json.dumps(
+            {"statements": statements[0], "pages": report.pages_processed, "fetched": _CountingSource.fetched}
+        )
+    )
     return 0
 
 
@@ -178,9 +220,15 @@ def _import_on_processes(args: argparse.Namespace, url: str, sim_url: str, proce
     started = time.perf_counter()
     session.open()
     seconds: dict[str, float] = {}
+    stats: dict[str, list[dict]] = {}
+    cpu: dict[str, tuple[float, float]] = {}  # stage -> (PostgreSQL, workers) CPU seconds
+    postmaster = _postmaster_pid(url)
     try:
         for stage in ENTITIES:
             stage_started = time.perf_counter()
+            pg_before = _cpu_seconds(postmaster) if postmaster else float("nan")
+            children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            stats_files = [Path(tempfile.mkstemp(prefix="import-bench-stats-")[1]) for _ in range(processes)]
             command = [
                 sys.executable,
                 __file__,
@@ -197,9 +245,18 @@ def _import_on_processes(args: argparse.Namespace, url: str, sim_url: str, proce
                 "--workers",
                 str(args.workers),
             ]
-            workers = [subprocess.Popen(command) for _ in range(processes)]
+            workers = [subprocess.Popen([*command, "--stats", str(f)]) for f in stats_files]
             if any(w.wait() for w in workers):
                 raise SystemExit(f"a worker of stage {stage.stage} failed")
+            children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[stage.stage] = (
+                (_cpu_seconds(postmaster) - pg_before) if postmaster else float("nan"),
+                (children_after.ru_utime + children_after.ru_stime)
+                - (children_before.ru_utime + children_before.ru_stime),
+            )
+            stats[stage.stage] = [json.loads(f.read_text()) for f in stats_files]
+            for f in stats_files:
+                f.unlink()
             session.reports[stage.stage] = stage_report(
                 session, stage, None, time.perf_counter() - stage_started
             )
@@ -207,7 +264,14 @@ def _import_on_processes(args: argparse.Namespace, url: str, sim_url: str, proce
         result = session.finish(RunStatus.COMPLETED)
     finally:
         session.close()
-    return {"result": result, "seconds": time.perf_counter() - started, "stages": seconds, "session": session}
+    return {
+        "result": result,
+        "seconds": time.perf_counter() - started,
+        "stages": seconds,
+        "session": session,
+        "stats": stats,
+        "stage_cpu": cpu,
+    }
 
 
 def _bench_processes(args: argparse.Namespace) -> int:
@@ -232,15 +296,27 @@ def _bench_processes(args: argparse.Namespace) -> int:
                 run["copy"] = _copy_reference(url, Path(workdir))
                 run["outbox_copy"] = _outbox_reference(url, Path(workdir))
             with get_engine(url).connect() as conn:
-                run["read_twice"] = conn.execute(
+                run["claimed_elsewhere"] = conn.execute(
                     text(
                         "SELECT count(*) FROM chessboard.talent_import_pages"
                         " WHERE items_planned > 0 AND claimed_by IS DISTINCT FROM planned_by"
                     )
                 ).scalar()
+                run["read_from"] = dict(
+                    conn.execute(
+                        text(
+                            "SELECT coalesce(items_read_from, '?'), count(*)"
+                            " FROM chessboard.talent_import_pages GROUP BY 1"
+                        )
+                    ).all()
+                )
+                run["staged_left"] = conn.execute(
+                    text("SELECT count(*) FROM chessboard.talent_import_staged_pages")
+                ).scalar()
                 run["pages"] = conn.execute(
                     text("SELECT count(*) FROM chessboard.talent_import_pages")
                 ).scalar()
+            run["read_twice"] = sum(w["fetched"] for ws in run["stats"].values() for w in ws)
             get_engine(url).dispose()
             runs.append((processes, run))
     finally:
@@ -248,7 +324,7 @@ def _bench_processes(args: argparse.Namespace) -> int:
         sim.wait(30)
     print(
         f"{'P':>2} {'objects/s':>10} {'COPY rows/s':>12} {'ratio':>6} {'total s':>8} "
-        f"{'PG cpu s':>9} {'workers cpu s':>14} {'sim cpu s':>10} {'pages re-read':>14} {'COPY floor':>10}"
+        f"{'PG cpu s':>9} {'workers cpu s':>14} {'sim cpu s':>10} {'pages read twice':>17} {'COPY floor':>10}"
     )
     for processes, run in runs:
         report = run["session"].reports["PropertyObjects"]
@@ -259,15 +335,31 @@ def _bench_processes(args: argparse.Namespace) -> int:
         print(
             f"{processes:>2} {rate:>10,.0f} {copy_rate:>12,.0f} {rate / copy_rate:>6.3f} {run['seconds']:>8.1f} "
             f"{run['cpu_postgres']:>9.1f} {run['cpu_workers']:>14.1f} {run['cpu_simulator']:>10.1f} "
-            f"{run['read_twice']:>7}/{run['pages']} {copy_seconds / (copy_seconds + outbox_seconds):>10.3f}"
+            f"{run['read_twice']:>10}/{run['pages']} {copy_seconds / (copy_seconds + outbox_seconds):>10.3f}"
+        )
+        objects = report.counters.planned
+        pg_cpu, workers_cpu = run["stage_cpu"]["PropertyObjects"]
+        object_stats = run["stats"]["PropertyObjects"]
+        pages = sum(w["pages"] for w in object_stats) or 1
+        statements = sum(w["statements"] for w in object_stats)
+        print(
+            f"   PropertyObjects: CPU per object PostgreSQL {pg_cpu / objects * 1e6:.0f} µs, workers "
+            f"{workers_cpu / objects * 1e6:.0f} µs; {statements / pages:.1f} statements per page "
+            f"({statements:,} over {pages} pages, every one the stage's processes sent)"
+        )
+        print(
+            f"   pages by where their items came from: {run['read_from']}; claimed by another process than "
+            f"the walker's: {run['claimed_elsewhere']}; staged rows left: {run['staged_left']}"
         )
         print(
             f"   the objects' {outbox_rows:,} outbox rows: COPY {outbox_seconds:.1f} s "
             f"({outbox_rows / copy_rows:.2f} per object, {outbox_rows / outbox_seconds:,.0f} rows/s)"
         )
-    print("pages re-read: pages claimed by another process than the one that walked the stage (read from the")
-    print("source twice: once by the walk, once by cursor); ratio = PropertyObjects objects/s / COPY rows/s;")
-    print("COPY floor: the ratio of COPYing the objects and their outbox rows, and nothing else, on one core")
+    print("pages read twice: pages the workers read again from the source by cursor, after the walk read")
+    print("them (walk: handed over in the walker's process; staged: from talent_import_staged_pages);")
+    print("ratio = PropertyObjects objects/s / COPY rows/s; CPU per object: of the PropertyObjects stage")
+    print("(its process starts included); COPY floor: the ratio of COPYing the objects and their outbox")
+    print("rows, and nothing else, on one core")
     return 0
 
 
@@ -286,6 +378,7 @@ def main() -> int:
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--sim-url", help=argparse.SUPPRESS)
     parser.add_argument("--correlation-id", help=argparse.SUPPRESS)
+    parser.add_argument("--stats", help=argparse.SUPPRESS)  # a worker process: where its figures go
     args = parser.parse_args()
     if args.worker:
         return _worker(args)

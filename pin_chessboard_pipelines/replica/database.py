@@ -50,25 +50,30 @@ class DatabaseView:
         wanted = dict.fromkeys((*EXISTING, *spec.existing_columns, *also))
         columns = ", ".join(f'"{c}"' for c in wanted)
         query = cursor_queries("replica")["existing_rows"].format(table=spec.entity.table, columns=columns)
-        return {row["external_talent_id"]: row for row in self._rows(query, {"ids": talent_ids})}
+        return {
+            row["external_talent_id"]: row for row in self._rows(query, {"ids": array_literal(talent_ids)})
+        }
 
     def parent_rows(self, parent: Entity, column: str, items: Sequence[Item]) -> dict[str, dict[str, Any]]:
         ids = sorted({item.values[column] for item in items if item.values.get(column) is not None})
         if not ids:
             return {}
         query = cursor_queries("replica")["parent_rows"].format(table=parent.table)
-        return {row["id"]: row for row in self._rows(query, {"ids": ids})}
+        return {row["id"]: row for row in self._rows(query, {"ids": array_literal(ids)})}
 
     def linked_projects(self, parent: Entity, ids: set[str]) -> dict[str, tuple[str, str]]:
         query = cursor_queries("replica")["rows_by_id"].format(table=parent.table)
-        rows = self._rows(query, {"ids": sorted(ids)})
+        rows = self._rows(query, {"ids": array_literal(sorted(ids))})
         return {row["id"]: (row["project_id"], row["tenant_id"]) for row in rows}
 
     def live_number_holders(self, keys: list[NumberKey]) -> dict[NumberKey, str | None]:
         with Cursor(self.conn) as cur:
             cur.execute(
                 cursor_queries("replica")["live_number_holders"],
-                {"building_ids": [k[0] for k in keys], "numbers": [k[1] for k in keys]},
+                {
+                    "building_ids": array_literal([k[0] for k in keys]),
+                    "numbers": array_literal([k[1] for k in keys], text=True),
+                },
             )
             return {(building_id, number): holder for building_id, number, holder in cur.fetchall()}
 

@@ -343,10 +343,32 @@ talent_import_pages = Table(
     Column("claimed_at", DateTime(timezone=True)),  # when it was claimed last
     # the process that walked it (read its items; another claimant reads them again by cursor)
     Column("planned_by", Text),
+    # where the claimant that applied it took the items: walk (the walker's process), staged
+    # (talent_import_staged_pages), source (read again by cursor)
+    Column("items_read_from", String(8)),
     Column("heartbeat_at", DateTime(timezone=True)),  # renewed while the page is worked on
     Column("finished_at", DateTime(timezone=True)),  # when the page became Done or Failed
     UniqueConstraint("run_id", "stage", "scope", "page_no", name="uq_talent_import_pages_page"),
     Index("ix_talent_import_pages_claim", "run_id", "stage", "status", "page_no"),
+)
+
+# The items the walker read of a page, as one JSON array, until the page is Done or the run ends:
+# a claimant in another process applies them instead of reading the page from Talent again
+# (docs/talent-initial-import.md#pages-read-once). UNLOGGED: lost in a crash, the claimant then
+# reads the page by its cursor; `items` stored uncompressed (migration 0012).
+talent_import_staged_pages = Table(
+    "talent_import_staged_pages",
+    metadata,
+    Column("run_id", UUID(as_uuid=True), primary_key=True),
+    Column("stage", String(16), primary_key=True),
+    Column(
+        "page_id",
+        BigInteger,
+        ForeignKey(f"{SCHEMA}.talent_import_pages.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("items", Text, nullable=False),
+    prefixes=["UNLOGGED"],
 )
 
 # What a DryRun "applied" in a stage (replica/context.py DryRunState), read by its later stages.

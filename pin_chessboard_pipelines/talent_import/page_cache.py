@@ -1,4 +1,4 @@
-"""The walker's items handed to this process's page workers, so a page is read from the source once
+"""The walker's items handed to this process's page workers in memory (the store has them staged too)
 (docs/talent-initial-import.md#pages-and-leases)."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class PageCache:
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    self._items.popitem(last=False)  # its claimer re-fetches it by cursor
+                    self._items.popitem(last=False)  # its claimer reads the staged items
                     break
                 self._cond.wait(min(remaining, 0.2))
             self._items[page_id] = items

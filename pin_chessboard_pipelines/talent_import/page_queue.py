@@ -26,6 +26,7 @@ class ClaimedPage:
     cursor: str | None
     attempts: int
     claim_token: uuid.UUID
+    staged_items: str | None = None  # the staged items' text of a page another process walked
 
 
 def last_planned_page(conn: Connection, run_id: uuid.UUID, stage: str, scope: str) -> Row | None:
@@ -93,7 +94,9 @@ def claim_page(
     )
     if row is None:
         return None
-    return ClaimedPage(row["id"], row["scope"], row["page_no"], row["cursor"], row["attempts"], token)
+    return ClaimedPage(
+        row["id"], row["scope"], row["page_no"], row["cursor"], row["attempts"], token, row["staged_items"]
+    )
 
 
 def claimed_pages(conn: Connection, page_ids: list[int]) -> set[int]:
@@ -106,10 +109,38 @@ def hold_claimed_page(conn: Connection, page: ClaimedPage) -> bool:
     return held.first() is not None
 
 
-def complete_page(conn: Connection, page: ClaimedPage, planned: int, result: ApplyResult) -> None:
+def stage_page(conn: Connection, run_id: uuid.UUID, stage: str, page_id: int, items_text: str) -> None:
+    """The items the walker read of a recorded page (staging.staged_text), for any claimant."""
+    conn.execute(
+        statement("stage_page"), {"run_id": run_id, "stage": stage, "page_id": page_id, "items": items_text}
+    )
+
+
+def staged_page(conn: Connection, run_id: uuid.UUID, stage: str, page_id: int) -> str | None:
+    """The staged items' text of a page; None when nothing is staged (a crash emptied the table,
+    the run was resumed, the walker could not stage them)."""
+    return conn.execute(
+        statement("staged_page"), {"run_id": run_id, "stage": stage, "page_id": page_id}
+    ).scalar()
+
+
+def complete_page(
+    conn: Connection,
+    page: ClaimedPage,
+    planned: int,
+    result: ApplyResult,
+    *,
+    run_id: uuid.UUID,
+    stage: str,
+    read_from: str | None = None,
+) -> None:
+    """Done with its counters; its staged items are deleted in the same statement."""
     conn.execute(
         statement("complete_page"),
         {
+            "run_id": run_id,
+            "stage": stage,
+            "read_from": None if read_from is None else str(read_from),
             "page_id": page.id,
             "planned": planned,
             "applied": result.applied,

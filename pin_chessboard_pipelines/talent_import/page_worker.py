@@ -1,6 +1,7 @@
 """The page workers of one stage (docs/talent-initial-import.md#pages-and-leases): claim a page
-(FOR UPDATE SKIP LOCKED, under a lease), read it (from the walker's cache, else by cursor from the
-source, outside the transaction), then apply it and mark it Done in ONE transaction.
+(FOR UPDATE SKIP LOCKED, under a lease), read it outside the transaction (from the walker's cache
+in this process, else the items the walker staged in the store, else by cursor from the source),
+then apply it and mark it Done, its staged items deleted, in ONE transaction.
 
 `StageWork` is what the walker and the workers of one stage in this process share: the stop flag,
 the first error, the page cache, the apply context and the figures of the stage report.
@@ -35,6 +36,7 @@ from pin_chessboard_pipelines.talent_import import page_queue, runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed
 from pin_chessboard_pipelines.talent_import.page_cache import PageCache
 from pin_chessboard_pipelines.talent_import.request import Scope
+from pin_chessboard_pipelines.talent_import.staging import ReadFrom, staged_items
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
 
@@ -297,11 +299,7 @@ class PageWorker:
             Attempts=page.attempts,
         )
         try:
-            items = self.work.cache.take(page.id)
-            if items is None:  # read outside the page transaction
-                items = session.source.fetch_page(
-                    stage, page.cursor, Scope.from_key(page.scope), page_size=session.page_size
-                )
+            items, read_from = self._items(page)
             with session.engine.begin() as conn:
                 # first: the names of this page's events are the handbook's now (store/handbook_replica.py)
                 context = dataclasses.replace(self.work.context, handbook=session.handbooks.for_publish(conn))
@@ -315,7 +313,15 @@ class PageWorker:
                     )
                     return
                 result = session.apply_items(conn, stage.name, items, context)
-                page_queue.complete_page(conn, page, len(items), result)
+                page_queue.complete_page(
+                    conn,
+                    page,
+                    len(items),
+                    result,
+                    run_id=session.run_id,
+                    stage=stage.stage,
+                    read_from=read_from,
+                )
         except TalentCancelled:
             self.work.retrying("release a page", lambda: self._release(page))
             return
@@ -325,6 +331,24 @@ class PageWorker:
         self.work.first_failure.pop(page.id, None)
         elapsed_ms = (time.perf_counter() - started) * 1000
         self._account(page, result, len(items), elapsed_ms)
+
+    def _items(self, page: page_queue.ClaimedPage) -> tuple[list, ReadFrom]:
+        """The page's items, outside the page transaction: the walker's of this process, else the
+        staged ones, else read again from the source by the page's cursor."""
+        session = self.session
+        items = self.work.cache.take(page.id)
+        if items is not None:
+            return items, ReadFrom.WALK
+        text = page.staged_items  # came with the claim when another process walked the page
+        if text is None:  # walked here, but no longer in memory
+            with session.engine.connect() as conn:
+                text = page_queue.staged_page(conn, session.run_id, self.stage.stage, page.id)
+        if text is not None:
+            return staged_items(text), ReadFrom.STAGED
+        items = session.source.fetch_page(
+            self.stage, page.cursor, Scope.from_key(page.scope), page_size=session.page_size
+        )
+        return items, ReadFrom.SOURCE
 
     def _release(self, page: page_queue.ClaimedPage) -> None:
         with self.session.engine.begin() as conn:

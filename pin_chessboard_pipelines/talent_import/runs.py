@@ -155,6 +155,7 @@ def _resume(conn: Connection, run: Row, dagster_run_id: str | None) -> Row:
 
 def finish_run(conn: Connection, run_id: uuid.UUID, status: RunStatus, error: str | None = None) -> Row:
     conn.execute(statement("sum_stage_counters"), {"run_id": run_id})
+    conn.execute(statement("delete_staged_pages"), {"run_id": run_id})
     return (
         conn.execute(statement("finish_run"), {"run_id": run_id, "status": status.value, "error": error})
         .mappings()
@@ -203,13 +204,16 @@ def _end_releasing_requests(
 def end_running_run(
     conn: Connection, run_id: uuid.UUID, status: RunStatus, error: str | None = None
 ) -> Row | None:
-    """Ends the run if it still runs (None: another process ended it first)."""
+    """Ends the run if it still runs (None: another process ended it first); what it staged goes."""
     conn.execute(statement("sum_stage_counters"), {"run_id": run_id})
-    return (
+    ended = (
         conn.execute(statement("end_running_run"), {"run_id": run_id, "status": status.value, "error": error})
         .mappings()
         .first()
     )
+    if ended is not None:
+        conn.execute(statement("delete_staged_pages"), {"run_id": run_id})
+    return ended
 
 
 def touch_run(conn: Connection, run_id: uuid.UUID) -> str | None:

@@ -2,9 +2,10 @@
 walker records the pages of the source listing (Pending) while the page workers claim and apply
 them; the stage ends at its barrier, when every walk ended and every page is Done.
 
-The walker hands the items it read to the workers of this process through the page cache, so a
-page is read once; a page processed elsewhere (another process, a re-claim) is fetched again by
-its cursor.
+A page is read from the source once: the walker stages the items it read in the store with the
+page row (talent_import_staged_pages) and hands them to the workers of this process through the
+page cache; a claimant in another process applies the staged items. Only a page with nothing
+staged (a crash emptied the unlogged table, a resumed run) is read again by its cursor.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed,
 from pin_chessboard_pipelines.talent_import.page_worker import Heartbeat, PageWorker, StageWork
 from pin_chessboard_pipelines.talent_import.request import Scope
 from pin_chessboard_pipelines.talent_import.result import StageCounters
+from pin_chessboard_pipelines.talent_import.staging import staged_text
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
 
@@ -239,8 +241,10 @@ class StageWalker:
     def _record(
         self, scope_key: str, cursor: str | None, next_cursor: str | None, items: list | None
     ) -> None:
-        """A planned page (Pending); the items the walk read go to this process's workers."""
+        """A planned page (Pending) and, in the same transaction, the items the walk read staged for
+        a claimant in any process; they also go to this process's workers in memory."""
         session, stage, work = self.session, self.stage, self.work
+        staged = staged_text(items) if items is not None else None
         with session.engine.begin() as conn:
             page_id = page_queue.insert_page(
                 conn,
@@ -253,6 +257,8 @@ class StageWalker:
                 len(items) if items is not None else 0,
                 planned_by=work.claimed_by,
             )
+            if page_id is not None and staged is not None:
+                page_queue.stage_page(conn, session.run_id, stage.stage, page_id, staged)
         if page_id is not None:
             IMPORT_PAGES.labels(stage.stage, "Planned").inc()
             if items is not None:

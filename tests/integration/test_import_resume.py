@@ -55,9 +55,8 @@ def _page_rows(engine, run_id, stage):
         }
 
 
-def test_resume_after_a_kill_mid_stage_replays_no_done_page(db_url, engine, talent_sim):
-    create_probe_tables(engine)
-    sim = talent_sim(SPEC)
+def _killed_mid_stage(db_url, engine, sim):
+    """An import process killed while it applies page 2 of the property objects; its run row."""
     killed = subprocess.run(
         [sys.executable, "-m", "tests.support.import_probe", db_url, sim.url, "propertyObject", "3", "4"],
         cwd=PROJECT_ROOT,
@@ -70,10 +69,44 @@ def test_resume_after_a_kill_mid_stage_replays_no_done_page(db_url, engine, tale
     with engine.connect() as conn:
         run = conn.execute(sa.text("SELECT * FROM chessboard.talent_import_runs")).mappings().one()
     assert run["status"] == "Running"  # nobody could say otherwise: the process died
+    return run
+
+
+def test_resume_after_a_kill_applies_the_staged_page_in_flight_without_reading_it_again(
+    db_url, engine, talent_sim
+):
+    create_probe_tables(engine)
+    sim = talent_sim(SPEC)
+    run = _killed_mid_stage(db_url, engine, sim)
+    walked = sim.page_hits("property-objects", 2)
+    assert walked == 1  # the walk read it, then the process died while applying it
+    result = probe_import(db_url, sim, ProbeApply())
+    assert result.run_id == str(run["id"]) and result.status == "Completed"
+    assert _applications(engine) == (TOTAL, TOTAL)
+    assert sim.page_hits("property-objects", 2) == walked  # applied from the staged items
+    with engine.connect() as conn:
+        read_from = conn.execute(
+            sa.text(
+                "SELECT items_read_from FROM chessboard.talent_import_pages"
+                " WHERE run_id = :r AND stage = 'PropertyObjects' AND page_no = 2"
+            ),
+            {"r": run["id"]},
+        ).scalar()
+        staged = conn.execute(sa.text("SELECT count(*) FROM chessboard.talent_import_staged_pages")).scalar()
+    assert read_from == "staged" and staged == 0  # the run ended: nothing staged is left
+
+
+def test_resume_after_a_kill_mid_stage_replays_no_done_page(db_url, engine, talent_sim):
+    create_probe_tables(engine)
+    sim = talent_sim(SPEC)
+    run = _killed_mid_stage(db_url, engine, sim)
     before = _page_rows(engine, run["id"], "PropertyObjects")
     assert [before[n]["status"] for n in (0, 1, 2)] == ["Done", "Done", "InProgress"]
     applied_before, _ = _applications(engine)
     assert applied_before == TOTAL - 28 + 8  # the dying page's rows were rolled back with it
+    # a PostgreSQL crash empties the unlogged staging table: the pages are read again by cursor
+    with engine.begin() as conn:
+        conn.execute(sa.text("TRUNCATE chessboard.talent_import_staged_pages"))
 
     # the re-fetch of the page in flight meets a 503, the next page a malformed body: both recovered
     sim.set_spec(

@@ -72,3 +72,17 @@ def test_handbook_is_seeded(engine):
     assert rub == "RUB"
     assert russia == "Россия"
     assert cities == len(handbook.CITIES)
+
+
+def test_the_staged_pages_are_unlogged_and_uncompressed(engine):
+    # no WAL for items applied at most once, no compression of text read back whole once
+    # (docs/talent-initial-import.md#pages-read-once)
+    with engine.connect() as conn:
+        persistence, storage = conn.execute(
+            sa.text(
+                "SELECT c.relpersistence, a.attstorage FROM pg_class AS c"
+                " JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attname = 'items'"
+                " WHERE c.oid = 'chessboard.talent_import_staged_pages'::regclass"
+            )
+        ).one()
+    assert (persistence, storage) == ("u", "e")

@@ -40,7 +40,9 @@ def test_an_orphan_counts_under_the_developer_of_its_listing(engine):
         with engine.begin() as conn:
             result = apply_snapshots(conn, "propertyObject", items, ctx)
             assert (result.applied, result.failed) == (2, 1)
-            page_queue.complete_page(conn, _page(conn, scope, page_no), len(items), result)
+            page_queue.complete_page(
+                conn, _page(conn, scope, page_no), len(items), result, run_id=RUN_ID, stage="PropertyObjects"
+            )
     with engine.connect() as conn:
         counters = runs.stage_tenant_counters(conn, RUN_ID, "PropertyObjects")
     developer = str(pid("developer", tree.developer))

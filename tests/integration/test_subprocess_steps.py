@@ -120,6 +120,16 @@ def test_an_import_stage_runs_its_page_steps_in_processes_of_their_own(
             .all()
         )
         projects = conn.execute(sa.text("SELECT count(*) FROM chessboard.projects")).scalar_one()
+        # every page read from Talent once, by the walk: its items from the walker's memory or staged
+        read_from = set(
+            conn.execute(
+                sa.text("SELECT DISTINCT items_read_from FROM chessboard.talent_import_pages")
+            ).scalars()
+        )
+        staged_left = conn.execute(
+            sa.text("SELECT count(*) FROM chessboard.talent_import_staged_pages")
+        ).scalar()
     assert run_status == "Completed" and statuses == ["Done"]
+    assert read_from <= {"walk", "staged"} and staged_left == 0
     assert projects == dataset.count(spec, "projects")
     assert set(claimants) <= {f"{socket.gethostname()}:{pid}" for pid in pids.values()}

@@ -21,7 +21,7 @@ def test_the_cache_hands_items_over_once():
     cache = PageCache(capacity=2)
     cache.put(1, [{"id": "a"}], _never, lambda ids: set())
     assert cache.take(1) == [{"id": "a"}]
-    assert cache.take(1) is None  # a second claimer fetches the page again
+    assert cache.take(1) is None  # a second claimer reads the staged items
 
 
 def test_a_full_cache_drops_pages_claimed_elsewhere_first():

@@ -297,4 +297,7 @@ ON CONFLICT (external_talent_id) DO UPDATE SET
     version = t.version + CASE WHEN ROW(t.tenant_id, t.project_id, t.building_id, t.layout_id, t.number, t.floor, t.section, t.status, t.status_source, t.price, t.total_area, t.deleted_at)
         IS DISTINCT FROM ROW(EXCLUDED.tenant_id, EXCLUDED.project_id, EXCLUDED.building_id, EXCLUDED.layout_id, EXCLUDED.number, EXCLUDED.floor, EXCLUDED.section, EXCLUDED.status, EXCLUDED.status_source, EXCLUDED.price, EXCLUDED.total_area, EXCLUDED.deleted_at) THEN 1 ELSE 0 END
 WHERE t.replica_version < EXCLUDED.replica_version
-RETURNING t.*, (t.xmax = 0) AS inserted
+-- the columns of the events and the recalc, no more (each returned column is parsed by the driver)
+RETURNING t.id, t.external_talent_id, t.version, t.tenant_id, t.project_id, t.building_id, t.layout_id,
+          t.number, t.floor, t.section, t.status, t.status_source, t.price, t.total_area, t.deleted_at,
+          (t.xmax = 0) AS inserted

@@ -182,7 +182,12 @@ WHERE p.id = (
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 )
-RETURNING p.id, p.scope, p.page_no, p.cursor, p.attempts
+RETURNING p.id, p.scope, p.page_no, p.cursor, p.attempts,
+          -- a page another process walked: its staged items come with the claim (the walking
+          -- process holds them in memory)
+          CASE WHEN p.planned_by IS DISTINCT FROM :claimed_by THEN (
+              SELECT s.items FROM chessboard.talent_import_staged_pages AS s
+              WHERE s.run_id = p.run_id AND s.stage = p.stage AND s.page_id = p.id) END AS staged_items
 
 -- name: claimed_pages
 SELECT id FROM chessboard.talent_import_pages WHERE id = ANY(:page_ids) AND status <> 'Pending'
@@ -196,11 +201,31 @@ WHERE id = :page_id AND claim_token = :claim_token AND status = 'InProgress'
 FOR UPDATE
 
 -- name: complete_page
+-- Done, and its staged items gone with it (docs/talent-initial-import.md#pages-read-once).
+WITH unstaged AS (
+    DELETE FROM chessboard.talent_import_staged_pages
+    WHERE run_id = :run_id AND stage = :stage AND page_id = :page_id
+)
 UPDATE chessboard.talent_import_pages
 SET status = 'Done', lease_until = NULL, items_planned = :planned, items_applied = :applied,
     items_skipped = :skipped, items_failed = :failed, tenant_counters = CAST(:tenant_counters AS jsonb),
-    last_error = NULL, finished_at = now(), updated_at = now()
+    items_read_from = :read_from, last_error = NULL, finished_at = now(), updated_at = now()
 WHERE id = :page_id
+
+-- name: stage_page
+-- The items the walker read of a page it recorded, for a claimant in another process.
+INSERT INTO chessboard.talent_import_staged_pages (run_id, stage, page_id, items)
+VALUES (:run_id, :stage, :page_id, :items)
+ON CONFLICT (run_id, stage, page_id) DO NOTHING
+
+-- name: staged_page
+SELECT items
+FROM chessboard.talent_import_staged_pages
+WHERE run_id = :run_id AND stage = :stage AND page_id = :page_id
+
+-- name: delete_staged_pages
+-- The run ended: what it staged goes (a resumed run reads its remaining pages by cursor).
+DELETE FROM chessboard.talent_import_staged_pages WHERE run_id = :run_id
 
 -- name: stage_tenant_counters
 -- Per developer (tenant = its PIN id; "" = items whose developer is not known) of one stage of a

@@ -1,8 +1,8 @@
 """ApiPull: the import reads the Talent HTTP API (docs/talent-source.md#http-api).
 
-Planning walks the listing's cursors page by page; a page is fetched again by its cursor when a
-worker that does not hold the items of the walk processes it, which is safe because the order of
-a listing is stable for a cursor (docs/talent-source.md#http-api).
+Planning walks the listing's cursors page by page; a page with nothing staged (a crash emptied
+the staging, a resumed run) is fetched again by its cursor, which is safe because the order of a
+listing is stable for a cursor (docs/talent-source.md#http-api).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """What every import source is: the Source protocol and the planned page.
 
-Planning walks the source (`plan_pages`), page by page; a page is fetched again by its cursor
-(`fetch_page`) when it is processed by a worker that does not hold the items of the walk.
+Planning walks the source (`plan_pages`), page by page, and the walk's items are staged with each
+page; a page is fetched again by its cursor (`fetch_page`) only when nothing is staged for it
+(docs/talent-initial-import.md#pages-read-once).
 ApiPull (api_pull.py) pages by the API's cursors, TopicReplay (topic_replay.py) by offset ranges.
 
 Errors are the Talent client's: TalentTransientError (retry the page later), TalentPermanentError
