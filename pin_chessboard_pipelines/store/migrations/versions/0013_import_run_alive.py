@@ -1,7 +1,7 @@
 """chessboard.import_run_alive(run, alive_seconds): the one definition of a live import run
 
-Revision ID: 0012_import_run_alive
-Revises: 0011_outbox_fillfactor
+Revision ID: 0013_import_run_alive
+Revises: 0012_import_staged_pages
 Create Date: 2026-12-03 17:30:00
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0012_import_run_alive"
-down_revision = "0011_outbox_fillfactor"
+revision = "0013_import_run_alive"
+down_revision = "0012_import_staged_pages"
 branch_labels = None
 depends_on = None
 
