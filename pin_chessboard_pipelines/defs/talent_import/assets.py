@@ -148,6 +148,24 @@ def _cancelled_when_interrupted(session: ImportSession) -> Iterator[None]:
         raise
 
 
+INTERRUPTS = (dg.DagsterExecutionInterruptedError, KeyboardInterrupt)
+TERMINATED = (dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.CANCELED)
+
+
+def _terminated(instance: dg.DagsterInstance, run_id: str) -> bool:
+    run = instance.get_run_by_id(run_id)
+    return run is not None and run.status in TERMINATED
+
+
+@dg.success_hook(name="stop_terminated_run")
+def stop_terminated_run(context: dg.HookContext) -> None:
+    """After a plan or page step that ended quietly on a terminate, the run stops, CANCELED: on the
+    in-process executor nothing else would stop it, and its later steps are skipped or never start
+    (docs/talent-initial-import.md#terminate)."""
+    if _terminated(context.instance, context.run_id):
+        raise dg.DagsterExecutionInterruptedError("the run was terminated")
+
+
 def _plan(
     stage: Entity,
     context: dg.AssetExecutionContext,
@@ -155,10 +173,16 @@ def _plan(
     config: TalentImportConfig,
 ):
     """The stage's first step: the import run joined (started or resumed by the run's first step),
-    then one output per process that works on the stage; the workers beyond `processes` are skipped."""
-    session = step_session(context, chessboard.settings, chessboard.url, config)
+    then one output per process that works on the stage; the workers beyond `processes` are skipped.
+    On a terminate it ends quietly with no output: the stage's steps are skipped."""
+    if _terminated(context.instance, context.run.run_id):
+        return
     try:
-        with _cancelled_when_interrupted(session):
+        session = step_session(context, chessboard.settings, chessboard.url, config)
+    except INTERRUPTS:
+        return  # no run row was joined here: the run status sensor ends it
+    try:
+        try:
             if session.opened_here:
                 context.log.info(
                     f"import run {session.run_id} {'resumed' if session.resumed else 'started'} "
@@ -169,6 +193,9 @@ def _plan(
                 context.instance.add_run_tags(
                     context.run.run_id, IMPORT_TAGS
                 )  # Runs filtered by it: every import
+        except INTERRUPTS:
+            session.end(RunStatus.CANCELLED, "cancelled")
+            return
     finally:
         session.close()
     for index in range(min(config.processes, PROCESSES_MAX)):
@@ -181,22 +208,36 @@ def _work(
     context: dg.AssetExecutionContext,
     chessboard: ChessboardResource,
     config: TalentImportConfig,
-) -> None:
-    """One process's page workers of the stage, until its barrier (docs/talent-initial-import.md#processes)."""
-    session = step_session(context, chessboard.settings, chessboard.url, config)
+) -> bool:
+    """One process's page workers of the stage, until its barrier (docs/talent-initial-import.md#processes).
+
+    False when the Dagster run was terminated: the import run ends Cancelled (first process to see
+    it) and the step ends here, quietly, its output not yielded. An interrupt must not reach the
+    step's retry policy, which would start the step again as attempts 2-4 of a failure
+    (docs/talent-initial-import.md#terminate)."""
+    if _terminated(context.instance, context.run.run_id):
+        return False  # a step started after the terminate, or a retry of one it interrupted
+    try:
+        session = step_session(context, chessboard.settings, chessboard.url, config)
+    except INTERRUPTS:
+        return False  # no run row was joined here: the run status sensor ends it
     try:
         progress = StageProgress(session.engine, session.run_id, stage.stage, session.log_fields(stage.stage))
         try:
-            with _cancelled_when_interrupted(session):
-                with progress if index == 0 else nullcontext():  # one stage-progress line per stage
-                    report = session.work_stage(stage)
-                if report.cancelled and report.ended_elsewhere is None and session.should_stop():
-                    raise dg.DagsterExecutionInterruptedError()
+            with progress if index == 0 else nullcontext():  # one stage-progress line per stage
+                report = session.work_stage(stage)
+        except INTERRUPTS:
+            report = None
         except Exception as error:
             raise _failure(session, error, stage) from None
+        if report is None or (report.cancelled and session.should_stop()):
+            session.end(RunStatus.CANCELLED, "cancelled")
+            context.log.info(f"{stage.name}: this process ({process_name()}) stopped: the run was terminated")
+            return False
         context.log.info(
             f"{stage.name}: this process ({process_name()}) applied {report.pages_processed} page(s)"
         )
+        return True
     finally:
         session.close()
 
@@ -294,7 +335,8 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
         @dg.op(
             name=f"{name}_pages_{index}",
             ins={"go": dg.In(dg.Nothing)},
-            out=dg.Out(dg.Nothing),
+            # not yielded when the run is terminated: the barrier is skipped, the run ends CANCELED
+            out=dg.Out(dg.Nothing, is_required=False),
             pool=POOL,
             tags=op_tags,
             # a worker whose process died (SIGKILL, an evicted pod) starts again and rejoins the stage
@@ -305,8 +347,9 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
             context: dg.AssetExecutionContext,
             chessboard: ChessboardResource,
             talent_import: TalentImportConfig,
-        ) -> None:
-            _work(stage, index, context, chessboard, talent_import)
+        ):
+            if _work(stage, index, context, chessboard, talent_import):
+                yield dg.Output(None)
 
         return pages
 
@@ -326,8 +369,8 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
         yield from _barrier(stage, context, chessboard, talent_import)
 
     def compose(**upstream_assets):
-        started = plan(**upstream_assets)
-        done = [workers[i](started[i]) for i in range(PROCESSES_MAX)]
+        started = plan.with_hooks({stop_terminated_run})(**upstream_assets)
+        done = [workers[i].with_hooks({stop_terminated_run})(started[i]) for i in range(PROCESSES_MAX)]
         ended = barrier(done)
         return {"result": ended.result, _check_output(key): getattr(ended, _check_output(key))}
 
