@@ -10,6 +10,7 @@ the screenshots the README shows (docs/ui-*.png).
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from pin_chessboard_pipelines.talent.simulator.server import SimulatorServer
 from tests.support.browser import (
     screenshot_when_settled,
 )
-from tests.support.dagster_stack import DagsterStack, stack_with_simulator
+from tests.support.dagster_stack import LOCATION, DagsterStack, stack_with_simulator
 from tests.support.polling import wait_until
 
 # Each test waits on the whole stack (webserver, daemon, run workers, browser) with deadlines that
@@ -172,6 +173,11 @@ def test_materialize_all_with_config_shows_progress_then_terminate_and_resume(ui
         )
         ui.gql.terminate_run(run_id)  # what the run page's Terminate button calls
         assert ui.gql.wait_for_run(run_id, timeout=180)["status"] == "CANCELED"
+        # a cancel, not a failure: the page step in flight stops, no retry of it, no failed step
+        kinds = [e["__typename"] for e in ui.gql.run_events(run_id)]
+        assert "ExecutionStepUpForRetryEvent" not in kinds and "ExecutionStepFailureEvent" not in kinds, kinds
+        assert "RunCanceledEvent" in kinds
+        assert any("stopped: the run was terminated" in m for m in ui.gql.run_messages(run_id))
         _open(page, ui, f"/runs/{run_id}")
         page.get_by_placeholder("Filter").fill("PropertyObjects")
         page.get_by_text("stage-progress").first.wait_for()
@@ -204,6 +210,65 @@ def test_materialize_all_with_config_shows_progress_then_terminate_and_resume(ui
     assert resumed["id"] == started["id"] and resumed["status"] == "Completed"
     assert resumed["correlation_id"] == run_id and resumed["dagster_run_id"] == again["runId"]
     assert resumed["stage_counters"]["PropertyObjects"]["applied"] == dataset.count(SPEC, "property-objects")
+
+    # a second "Re-execute from failure", of the run and of its backfill: refused, no new import
+    twice = ui.gql.query(
+        """
+        mutation R($parent: String!) {
+          launchRunReexecution(reexecutionParams: {parentRunId: $parent, strategy: FROM_FAILURE}) {
+            __typename ... on LaunchRunSuccess { run { runId } } ... on Error { message }
+          }
+        }""",
+        {"parent": run_id},
+    )["launchRunReexecution"]["run"]["runId"]
+    backfill_id = run["tags"]["dagster/backfill"]
+
+    def reexecute_backfill() -> str | None:  # what the backfill page's Re-execute → From failure calls
+        retried = ui.gql.query(
+            """
+            mutation B($parent: String!) {
+              reexecutePartitionBackfill(reexecutionParams: {parentRunId: $parent, strategy: FROM_FAILURE}) {
+                __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message }
+              }
+            }""",
+            {"parent": backfill_id},
+        )["reexecutePartitionBackfill"]
+        return retried.get("backfillId")  # refused while the backfill has not ended yet
+
+    retried = _poll(reexecute_backfill, timeout=120, what="the backfill re-executed from failure")
+    retry_run = _poll(
+        lambda: next(iter(ui.gql.runs(tags={"dagster/backfill": retried}, limit=1)), None),
+        timeout=180,
+        what="the re-executed backfill's run",
+    )
+    for refused in (twice, retry_run["runId"]):
+        assert ui.gql.wait_for_run(refused, timeout=240)["status"] == "FAILURE", ui.stack.log_tail()
+        [line] = _step_failures(ui, refused)
+        assert line.startswith(
+            f"CHESSBOARD_IMPORT_INVALID_REQUEST: nothing to resume: import run {started['id']}"
+        )
+    [only] = ui.import_runs()
+    assert only["id"] == started["id"] and only["dagster_run_id"] == again["runId"]
+
+
+def _step_failures(ui: Ui, run_id: str) -> list[str]:
+    """The descriptions of the run's failed steps (the UI shows each beside its step)."""
+    data = ui.gql.query(
+        """
+        query L($id: ID!) {
+          logsForRun(runId: $id) {
+            ... on EventConnection {
+              events { ... on ExecutionStepFailureEvent { failureMetadata { description } error { message } } }
+            }
+          }
+        }""",
+        {"id": run_id},
+    )
+    return [
+        (e["failureMetadata"] or {}).get("description") or e["error"]["message"]
+        for e in data["logsForRun"]["events"]
+        if "error" in e
+    ]
 
 
 def _latest_by_partition(ui: Ui) -> dict[str, dict[str, Any]]:
@@ -334,3 +399,55 @@ def test_the_recalc_sensor_drains_and_the_publishes_are_materializations(ui: Ui)
     )
     published = _asset_materializations(ui, ["pin_chessboard_events"], 50)
     assert any(_metadata(m)["path"] == "fast path" for m in published)
+    # the audit check is evaluated with the drain's materialization: not "Not evaluated"
+    checks = _poll(
+        lambda: {
+            c["name"]: c["executionForLatestMaterialization"]
+            for c in _aggregates_checks(ui)
+            if c["executionForLatestMaterialization"]
+        }.get("aggregates_match_formulas"),
+        timeout=120,
+        what="aggregates_match_formulas evaluated on the latest materialization",
+    )
+    assert checks["status"] == "SUCCEEDED"
+
+
+def _aggregates_checks(ui: Ui) -> list[dict[str, Any]]:
+    data = ui.gql.query(
+        """
+        {
+          assetNodeOrError(assetKey: {path: ["chessboard_aggregates"]}) {
+            ... on AssetNode {
+              assetChecksOrError {
+                ... on AssetChecks { checks { name executionForLatestMaterialization { runId status } } }
+              }
+            }
+          }
+        }"""
+    )
+    return data["assetNodeOrError"]["assetChecksOrError"]["checks"]
+
+
+def test_a_cli_relay_run_is_listed_under_its_job(ui: Ui):
+    done = ui.stack.cli("outbox", "relay", "--until-empty", timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_id = json.loads(done.stdout.strip().splitlines()[-1])["runId"]
+    # what the job's Runs tab asks for: runs of the job in its code location
+    listed = ui.gql.runs(job_name="outbox_relay", tags={".dagster/repository": f"__repository__@{LOCATION}"})
+    assert run_id in {r["runId"] for r in listed}
+    data = ui.gql.query(
+        """
+        query R($id: ID!, $location: String!) {
+          runOrError(runId: $id) {
+            ... on Run { pipelineSnapshotId repositoryOrigin { repositoryLocationName } }
+          }
+          pipelineOrError(params: {repositoryLocationName: $location, repositoryName: "__repository__",
+                                   pipelineName: "outbox_relay"}) {
+            ... on Pipeline { pipelineSnapshotId }
+          }
+        }""",
+        {"id": run_id, "location": LOCATION},
+    )
+    # the run's job is the code location's: its page's Re-execute warns of no other version
+    assert data["runOrError"]["repositoryOrigin"]["repositoryLocationName"] == LOCATION
+    assert data["runOrError"]["pipelineSnapshotId"] == data["pipelineOrError"]["pipelineSnapshotId"]

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.defs.singleton import graceful_interrupts
 from pin_chessboard_pipelines.defs.talent_import.checks import quarantine_check
 from pin_chessboard_pipelines.defs.talent_import.config import (
     ASSET_KEYS,
@@ -159,7 +160,7 @@ def _terminated(instance: dg.DagsterInstance, run_id: str) -> bool:
 
 @dg.success_hook(name="stop_terminated_run")
 def stop_terminated_run(context: dg.HookContext) -> None:
-    """After a plan or page step that ended quietly on a terminate, the run stops, CANCELED: on the
+    """After a plan, page or barrier step that ended on a terminate, the run stops, CANCELED: on the
     in-process executor nothing else would stop it, and its later steps are skipped or never start
     (docs/talent-initial-import.md#terminate)."""
     if _terminated(context.instance, context.run_id):
@@ -250,7 +251,18 @@ def _barrier(
 ):
     """The stage barrier: every walk ended and every page Done, whoever did them; the stage's
     materialization (per developer partition) and its check; the import run completed after the
-    last stage of the run."""
+    last stage of the run. A terminate meanwhile lets it end whole (it reads and records, in
+    moments); `stop_terminated_run` stops the run after it."""
+    with graceful_interrupts():
+        yield from _barrier_step_body(stage, context, chessboard, config)
+
+
+def _barrier_step_body(
+    stage: Entity,
+    context: dg.AssetExecutionContext,
+    chessboard: ChessboardResource,
+    config: TalentImportConfig,
+):
     session = step_session(context, chessboard.settings, chessboard.url, config)
     try:
         try:
@@ -371,7 +383,7 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
     def compose(**upstream_assets):
         started = plan.with_hooks({stop_terminated_run})(**upstream_assets)
         done = [workers[i].with_hooks({stop_terminated_run})(started[i]) for i in range(PROCESSES_MAX)]
-        ended = barrier(done)
+        ended = barrier.with_hooks({stop_terminated_run})(done)
         return {"result": ended.result, _check_output(key): getattr(ended, _check_output(key))}
 
     compose.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
