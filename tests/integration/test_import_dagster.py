@@ -72,6 +72,17 @@ def _runs(engine) -> list[dict]:
         ]
 
 
+def _page_states(engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT status, count(*) FROM chessboard.talent_import_pages"
+                " WHERE stage = 'PropertyObjects' GROUP BY status"
+            )
+        )
+        return dict(rows.all())
+
+
 def _materializations(result: dg.ExecuteInProcessResult | dg.ExecutionResult, key: str) -> list:
     return [
         e.event_specific_data.materialization
@@ -501,21 +512,30 @@ def test_terminating_the_dagster_run_cancels_the_import_after_the_current_page(
         result = outcome["result"]
         assert not result.success
         assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.CANCELED
+        assert _page_states(engine) == {"Done": 1, "Pending": _page_states(engine)["Pending"]}
+        assert _page_states(engine)["Pending"] >= 1  # the page in flight, then nothing more
+        [cancelled] = _runs(engine)
+        assert cancelled["status"] == "Cancelled"
+        # "Re-execute from failure": the steps that did not start, the stage's barrier doing what its
+        # page step left; the same import run resumed and Completed
+        resumed = dg.execute_job(
+            dg.reconstructable(import_job),
+            instance,
+            run_config=_config(workers=1),
+            tags=_range_tags(_developers()),
+            reexecution_options=dg.ReexecutionOptions.from_failure(run_id, instance),
+        )
+        assert resumed.success
+        retried = {e.step_key for e in resumed.all_events if e.event_type_value == "STEP_SUCCESS"}
+        assert "property_objects.property_objects_barrier" in retried
+        assert "property_objects.property_objects_pages_0" not in retried
     kinds = [e.event_type_value for e in result.all_events]
     # a deliberate cancel: no retry of the page step, no failed step, the run CANCELED
     assert "STEP_UP_FOR_RETRY" not in kinds and "STEP_FAILURE" not in kinds, kinds
     assert kinds[-1] == "PIPELINE_CANCELED"
+    assert _page_states(engine) == {"Done": _page_states(engine)["Done"]}  # the resumed run did the rest
     [run] = _runs(engine)
-    assert run["status"] == "Cancelled"
-    with engine.connect() as conn:
-        objects = dict(
-            conn.execute(
-                sa.text(
-                    "SELECT status, count(*) FROM chessboard.talent_import_pages"
-                    " WHERE stage = 'PropertyObjects' GROUP BY status"
-                )
-            ).all()
-        )
-    assert objects["Done"] == 1 and objects["Pending"] >= 1  # the page in flight, then nothing more
+    assert run["id"] == cancelled["id"] and run["status"] == "Completed"
+    assert run["stage_counters"]["PropertyObjects"]["applied"] == dataset.count(SPEC, "property-objects")
     with ImportLock(db_url) as lock:
         lock.acquire(timeout=0)

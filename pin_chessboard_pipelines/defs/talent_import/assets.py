@@ -160,9 +160,10 @@ def _terminated(instance: dg.DagsterInstance, run_id: str) -> bool:
 
 @dg.success_hook(name="stop_terminated_run")
 def stop_terminated_run(context: dg.HookContext) -> None:
-    """After a plan, page or barrier step that ended on a terminate, the run stops, CANCELED: on the
-    in-process executor nothing else would stop it, and its later steps are skipped or never start
-    (docs/talent-initial-import.md#terminate)."""
+    """After a step that ended on a terminate, the run stops, CANCELED, before any step downstream
+    starts: on the in-process executor nothing else would stop it (Dagster's multiprocess executor
+    starts no step once terminated). "Re-execute from failure" then runs the steps that did not
+    start (docs/talent-initial-import.md#terminate)."""
     if _terminated(context.instance, context.run_id):
         raise dg.DagsterExecutionInterruptedError("the run was terminated")
 
@@ -175,9 +176,17 @@ def _plan(
 ):
     """The stage's first step: the import run joined (started or resumed by the run's first step),
     then one output per process that works on the stage; the workers beyond `processes` are skipped.
-    On a terminate it ends quietly with no output: the stage's steps are skipped."""
-    if _terminated(context.instance, context.run.run_id):
-        return
+    On a terminate it ends quietly, its outputs yielded: `stop_terminated_run` stops the run before
+    the page steps start, and "Re-execute from failure" runs them."""
+    if not _terminated(context.instance, context.run.run_id):
+        _join_plan(context, chessboard, config)
+    for index in range(min(config.processes, PROCESSES_MAX)):
+        yield dg.Output(None, _process_output(index))
+
+
+def _join_plan(
+    context: dg.AssetExecutionContext, chessboard: ChessboardResource, config: TalentImportConfig
+) -> None:
     try:
         session = step_session(context, chessboard.settings, chessboard.url, config)
     except INTERRUPTS:
@@ -196,11 +205,8 @@ def _plan(
                 )  # Runs filtered by it: every import
         except INTERRUPTS:
             session.end(RunStatus.CANCELLED, "cancelled")
-            return
     finally:
         session.close()
-    for index in range(min(config.processes, PROCESSES_MAX)):
-        yield dg.Output(None, _process_output(index))
 
 
 def _work(
@@ -209,19 +215,19 @@ def _work(
     context: dg.AssetExecutionContext,
     chessboard: ChessboardResource,
     config: TalentImportConfig,
-) -> bool:
+) -> None:
     """One process's page workers of the stage, until its barrier (docs/talent-initial-import.md#processes).
 
-    False when the Dagster run was terminated: the import run ends Cancelled (first process to see
-    it) and the step ends here, quietly, its output not yielded. An interrupt must not reach the
-    step's retry policy, which would start the step again as attempts 2-4 of a failure
-    (docs/talent-initial-import.md#terminate)."""
+    When the Dagster run is terminated the import run ends Cancelled (first process to see it) and
+    the step ends here, quietly: an interrupt must not reach the step's retry policy, which would
+    start the step again as attempts 2-4 of a failure (docs/talent-initial-import.md#terminate).
+    What it left, its stage's barrier does in the run that resumes the import."""
     if _terminated(context.instance, context.run.run_id):
-        return False  # a step started after the terminate, or a retry of one it interrupted
+        return  # a step started after the terminate, or a retry of one it interrupted
     try:
         session = step_session(context, chessboard.settings, chessboard.url, config)
     except INTERRUPTS:
-        return False  # no run row was joined here: the run status sensor ends it
+        return  # no run row was joined here: the run status sensor ends it
     try:
         progress = StageProgress(session.engine, session.run_id, stage.stage, session.log_fields(stage.stage))
         try:
@@ -234,11 +240,10 @@ def _work(
         if report is None or (report.cancelled and session.should_stop()):
             session.end(RunStatus.CANCELLED, "cancelled")
             context.log.info(f"{stage.name}: this process ({process_name()}) stopped: the run was terminated")
-            return False
+            return
         context.log.info(
             f"{stage.name}: this process ({process_name()}) applied {report.pages_processed} page(s)"
         )
-        return True
     finally:
         session.close()
 
@@ -251,49 +256,55 @@ def _barrier(
 ):
     """The stage barrier: every walk ended and every page Done, whoever did them; the stage's
     materialization (per developer partition) and its check; the import run completed after the
-    last stage of the run. A terminate meanwhile lets it end whole (it reads and records, in
-    moments); `stop_terminated_run` stops the run after it."""
-    with graceful_interrupts():
-        yield from _barrier_step_body(stage, context, chessboard, config)
-
-
-def _barrier_step_body(
-    stage: Entity,
-    context: dg.AssetExecutionContext,
-    chessboard: ChessboardResource,
-    config: TalentImportConfig,
-):
+    last stage of the run. Pages its page steps left (they ended on a terminate; "Re-execute from
+    failure" runs this barrier again, not them) it works itself first. A terminate while it reports
+    lets it end whole (moments); `stop_terminated_run` stops the run after it."""
     session = step_session(context, chessboard.settings, chessboard.url, config)
     try:
         try:
             with _cancelled_when_interrupted(session):
-                report = stage_report(session, stage)
-                if report.cancelled:
-                    raise StageFailed(
-                        f"stage {stage.stage}: the barrier is not reached: {report.pages} page(s), "
-                        f"{report.failed_pages} Failed, the walk "
-                        f"{'ended' if stage_walked(session, stage) else 'did not end'}"
-                    )
-                if stage.stage == _stages_in_run(context)[-1]:
-                    session.finish(RunStatus.COMPLETED)
+                if not session.stage_complete(stage):
+                    session.work_stage(stage)
         except Exception as error:
             raise _failure(session, error, stage) from None
-        if report.counters.applied and not session.request.dry_run:
-            chessboard.relay_outbox(context)
-        since = _run_started(context)
-        with session.engine.connect() as conn:
-            figures = runs.stage_figures(conn, session.run_id, stage.stage, since)
-            by_tenant = runs.stage_tenant_counters(conn, session.run_id, stage.stage)
-            keys = list(context.partition_keys)
-            names = runs.developer_names(conn, [developer_id_of(key) for key in keys])
-        run_wide = _run_metadata(session, report, figures)
-        # all of it per partition, none on the output: Dagster lists output metadata first
-        for key, metadata in partition_metadata(keys, by_tenant, run_wide, names).items():
-            context.add_asset_metadata(metadata, partition_key=key)
-        yield dg.Output(None, "result")
-        yield quarantine_check(session, stage, report)
+        with graceful_interrupts():
+            yield from _report_stage(stage, context, chessboard, session)
     finally:
         session.close()
+
+
+def _report_stage(
+    stage: Entity,
+    context: dg.AssetExecutionContext,
+    chessboard: ChessboardResource,
+    session: ImportSession,
+):
+    try:
+        report = stage_report(session, stage)
+        if report.cancelled:
+            raise StageFailed(
+                f"stage {stage.stage}: the barrier is not reached: {report.pages} page(s), "
+                f"{report.failed_pages} Failed, the walk "
+                f"{'ended' if stage_walked(session, stage) else 'did not end'}"
+            )
+        if stage.stage == _stages_in_run(context)[-1]:
+            session.finish(RunStatus.COMPLETED)
+    except Exception as error:
+        raise _failure(session, error, stage) from None
+    if report.counters.applied and not session.request.dry_run:
+        chessboard.relay_outbox(context)
+    since = _run_started(context)
+    with session.engine.connect() as conn:
+        figures = runs.stage_figures(conn, session.run_id, stage.stage, since)
+        by_tenant = runs.stage_tenant_counters(conn, session.run_id, stage.stage)
+        keys = list(context.partition_keys)
+        names = runs.developer_names(conn, [developer_id_of(key) for key in keys])
+    run_wide = _run_metadata(session, report, figures)
+    # all of it per partition, none on the output: Dagster lists output metadata first
+    for key, metadata in partition_metadata(keys, by_tenant, run_wide, names).items():
+        context.add_asset_metadata(metadata, partition_key=key)
+    yield dg.Output(None, "result")
+    yield quarantine_check(session, stage, report)
 
 
 def _run_started(context: dg.AssetExecutionContext) -> datetime:
@@ -347,8 +358,7 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
         @dg.op(
             name=f"{name}_pages_{index}",
             ins={"go": dg.In(dg.Nothing)},
-            # not yielded when the run is terminated: the barrier is skipped, the run ends CANCELED
-            out=dg.Out(dg.Nothing, is_required=False),
+            out=dg.Out(dg.Nothing),
             pool=POOL,
             tags=op_tags,
             # a worker whose process died (SIGKILL, an evicted pod) starts again and rejoins the stage
@@ -359,9 +369,8 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
             context: dg.AssetExecutionContext,
             chessboard: ChessboardResource,
             talent_import: TalentImportConfig,
-        ):
-            if _work(stage, index, context, chessboard, talent_import):
-                yield dg.Output(None)
+        ) -> None:
+            _work(stage, index, context, chessboard, talent_import)
 
         return pages
 
