@@ -50,6 +50,8 @@ class Ui:
     stack: DagsterStack
     simulator: SimulatorServer
     partitions: list[str]
+    # the terminate test's Dagster run, its import run and the run that resumed it
+    terminated: tuple[str, str, str] | None = None
 
     @property
     def gql(self):
@@ -211,44 +213,7 @@ def test_materialize_all_with_config_shows_progress_then_terminate_and_resume(ui
     assert resumed["correlation_id"] == run_id and resumed["dagster_run_id"] == again["runId"]
     assert resumed["stage_counters"]["PropertyObjects"]["applied"] == dataset.count(SPEC, "property-objects")
 
-    # a second "Re-execute from failure", of the run and of its backfill: refused, no new import
-    twice = ui.gql.query(
-        """
-        mutation R($parent: String!) {
-          launchRunReexecution(reexecutionParams: {parentRunId: $parent, strategy: FROM_FAILURE}) {
-            __typename ... on LaunchRunSuccess { run { runId } } ... on Error { message }
-          }
-        }""",
-        {"parent": run_id},
-    )["launchRunReexecution"]["run"]["runId"]
-    backfill_id = run["tags"]["dagster/backfill"]
-
-    def reexecute_backfill() -> str | None:  # what the backfill page's Re-execute → From failure calls
-        retried = ui.gql.query(
-            """
-            mutation B($parent: String!) {
-              reexecutePartitionBackfill(reexecutionParams: {parentRunId: $parent, strategy: FROM_FAILURE}) {
-                __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message }
-              }
-            }""",
-            {"parent": backfill_id},
-        )["reexecutePartitionBackfill"]
-        return retried.get("backfillId")  # refused while the backfill has not ended yet
-
-    retried = _poll(reexecute_backfill, timeout=120, what="the backfill re-executed from failure")
-    retry_run = _poll(
-        lambda: next(iter(ui.gql.runs(tags={"dagster/backfill": retried}, limit=1)), None),
-        timeout=180,
-        what="the re-executed backfill's run",
-    )
-    for refused in (twice, retry_run["runId"]):
-        assert ui.gql.wait_for_run(refused, timeout=240)["status"] == "FAILURE", ui.stack.log_tail()
-        [line] = _step_failures(ui, refused)
-        assert line.startswith(
-            f"CHESSBOARD_IMPORT_INVALID_REQUEST: nothing to resume: import run {started['id']}"
-        )
-    [only] = ui.import_runs()
-    assert only["id"] == started["id"] and only["dagster_run_id"] == again["runId"]
+    ui.terminated = (run_id, started["id"], again["runId"])
 
 
 def _step_failures(ui: Ui, run_id: str) -> list[str]:
@@ -451,3 +416,25 @@ def test_a_cli_relay_run_is_listed_under_its_job(ui: Ui):
     # the run's job is the code location's: its page's Re-execute warns of no other version
     assert data["runOrError"]["repositoryOrigin"]["repositoryLocationName"] == LOCATION
     assert data["runOrError"]["pipelineSnapshotId"] == data["pipelineOrError"]["pipelineSnapshotId"]
+
+
+def test_a_second_re_execute_from_failure_starts_no_new_import(ui: Ui):
+    """Last of the module: the refused run leaves the import's checks unevaluated in it (a
+    re-executed backfill's run: tests/integration/test_import_dagster.py)."""
+    if ui.terminated is None:
+        pytest.skip("needs the terminated and resumed import of the terminate test")
+    run_id, import_run_id, resumed_by = ui.terminated
+    twice = ui.gql.query(
+        """
+        mutation R($parent: String!) {
+          launchRunReexecution(reexecutionParams: {parentRunId: $parent, strategy: FROM_FAILURE}) {
+            __typename ... on LaunchRunSuccess { run { runId } } ... on Error { message }
+          }
+        }""",
+        {"parent": run_id},
+    )["launchRunReexecution"]["run"]["runId"]
+    refusal = f"CHESSBOARD_IMPORT_INVALID_REQUEST: nothing to resume: import run {import_run_id}"
+    assert ui.gql.wait_for_run(twice, timeout=240)["status"] == "FAILURE", ui.stack.log_tail()
+    assert [line.startswith(refusal) for line in _step_failures(ui, twice)] == [True]
+    resumed = [r for r in ui.import_runs() if r["correlation_id"] == run_id]
+    assert [(r["id"], r["dagster_run_id"]) for r in resumed] == [(import_run_id, resumed_by)]
