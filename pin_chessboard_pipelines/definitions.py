@@ -1,6 +1,6 @@
 """The one root of the Dagster definitions: merges each domain's definitions, sets the executor
-(CHESSBOARD_DAGSTER_EXECUTOR, defs/executors.py: the default of every job that names none) and
-the resources."""
+(CHESSBOARD_DAGSTER_EXECUTOR, defs/executors.py: the default of every job that names none), the
+console logger (defs/loggers.py) and the resources."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pin_chessboard_pipelines.defs.analytics.definitions import definitions as a
 from pin_chessboard_pipelines.defs.dead_letters.definitions import definitions as dead_letters_definitions
 from pin_chessboard_pipelines.defs.executors import build_executor
 from pin_chessboard_pipelines.defs.handbook_sync.definitions import definitions as handbook_sync_definitions
+from pin_chessboard_pipelines.defs.loggers import LOGGERS
 from pin_chessboard_pipelines.defs.metadata import with_metadata_standards
 from pin_chessboard_pipelines.defs.outbox.definitions import definitions as outbox_definitions
 from pin_chessboard_pipelines.defs.recalc.definitions import definitions as recalc_definitions
@@ -33,7 +34,9 @@ def build_definitions() -> dg.Definitions:
     domains.append(runbook_definitions())
     merged = dg.Definitions.merge(
         *domains,
-        dg.Definitions(resources={"chessboard": ChessboardResource()}, executor=build_executor()),
+        dg.Definitions(
+            resources={"chessboard": ChessboardResource()}, executor=build_executor(), loggers=LOGGERS
+        ),
     )
     # each launchpad asks for the resources of its own job only (defs/resources.py)
     # (asset jobs are resolved there: against the assets with their standard metadata)

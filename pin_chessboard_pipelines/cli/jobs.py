@@ -4,7 +4,6 @@ shows up in the UI's history exactly like a sensor-launched one."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -39,9 +38,11 @@ def run_job(
     returns the exit code. Several op names: each gets `op_config`, all of them at once, and the
     summary is theirs merged (`merge_summaries`).
 
-    A job on the in-process executor runs in this process; any other (the recalc drains and the
-    audit under CHESSBOARD_DAGSTER_EXECUTOR=multiprocess) runs as the UI would launch it, its steps
-    in processes of their own (`execute_as_launched`)."""
+    Every job runs as the UI would launch it (`execute_as_launched`): with the code location's
+    origin and the job's snapshot, so the run is listed under its job and on the timeline, and the
+    UI re-executes it without a "different version" warning. On the in-process executor its steps
+    run in this process; on any other (the recalc drains and the audit under
+    CHESSBOARD_DAGSTER_EXECUTOR=multiprocess) in processes of their own."""
     import dagster as dg
 
     from pin_chessboard_pipelines.defs.executors import concurrent_steps_config
@@ -54,17 +55,12 @@ def run_job(
     run_config = {**CONSOLE_LOGGER, "ops": {name: {"config": op_config} for name in names}}
     tags = {"pin/trigger": "cli"}
     with dg.DagsterInstance.get() as instance:
-        if job.executor_def.name == dg.in_process_executor.name:
-            result = with_one_line_console(job).execute_in_process(
-                instance=instance, run_config=run_config, tags=tags, raise_on_error=False
-            )
-        else:
-            result = execute_as_launched(
-                instance,
-                job_name,
-                run_config={**run_config, **concurrent_steps_config(len(names), job.executor_def.name)},
-                tags=tags,
-            )
+        result = execute_as_launched(
+            instance,
+            job_name,
+            run_config={**run_config, **concurrent_steps_config(len(names), job.executor_def.name)},
+            tags=tags,
+        )
         summary = merge_summaries([op_summary(result, name) for name in names])
     status = "Completed" if result.success else "Failed"
     print(json.dumps({"runId": result.run_id, "status": status, **summary}, ensure_ascii=False, default=str))
@@ -118,37 +114,6 @@ def execute_as_launched(
         job_code_origin=recon_job.get_python_origin(),
     )
     return private.execute_run(recon_job, run, instance, raise_on_error=False)
-
-
-class _FirstLine(logging.Formatter):
-    """One line per record: a failure's stack trace stays in the run's event log (the UI)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        lines = super().format(record).splitlines()
-        return lines[0] if lines else ""
-
-
-def with_one_line_console(job: Any) -> Any:
-    """The job with a console logger that prints one line per event (Dagster's default prints
-    every failure's stack trace, hundreds of lines for one wrong password)."""
-    import dagster as dg
-
-    @dg.logger(
-        config_schema={
-            "log_level": dg.Field(str, is_required=False, default_value="INFO"),
-            "name": dg.Field(str, is_required=False, default_value="dagster"),
-        },
-        description="One line per event on stderr.",
-    )
-    def one_line_console(init_context: Any) -> logging.Logger:
-        config = init_context.logger_config
-        logger = logging.Logger(config["name"], level=logging.getLevelName(config["log_level"].upper()))
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(_FirstLine("%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
-        logger.addHandler(handler)
-        return logger
-
-    return job.with_logger_defs({"console": one_line_console})
 
 
 def merge_summaries(summaries: list[dict[str, Any]]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import dagster as dg
 from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql
 
-from pin_chessboard_pipelines.recalc.runbook import OLDEST_DUE_ROWS
+from pin_chessboard_pipelines.recalc.runbook import OLDEST_ROWS
 from pin_chessboard_pipelines.store import tables
 
 TOP_PROJECTS = 10  # the inventory's top_projects table (defs/analytics)
@@ -200,7 +200,8 @@ ASSET_METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
         "poison": "rows with AttemptCount >= CHESSBOARD_RECALC_POISON_ATTEMPTS, kept for RESET_POISON",
         "next_due_at": "the earliest DueAt of a row that is not poison (UTC)",
         "requested_events": "sum of RequestedCount over the queued rows (coalesced requests)",
-        "oldest_due": f"the {OLDEST_DUE_ROWS} rows due the longest, with project name, state and last error",
+        "oldest_rows": f"the {OLDEST_ROWS} rows with the earliest DueAt, due or not: project name, state "
+        "(due, waiting, held, poison), DueAt, attempts and last error",
     },
     "project_inventory_daily": {
         "dagster/row_count": "rows written for the day: one per live, non-archived project",

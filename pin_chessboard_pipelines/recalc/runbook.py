@@ -1,12 +1,13 @@
 """The recalc runbook's reads (docs/project-aggregates-recalc.md#runbook): a project found by what
-an operator knows of it (Talent id, PIN id or name), and the queue's status with the oldest due
-rows and their project names.
+an operator knows of it (Talent id, PIN id or name), and the queue's status with its oldest rows
+(due or not) and their project names.
 
 The runbook's writes are queue.py's (`request_recalc`, `reset_poison`), the audit audit.py's.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,7 +19,7 @@ from pin_chessboard_pipelines.errors import Refused
 from pin_chessboard_pipelines.recalc.queue import IMPORT_RUN_ALIVE_SECONDS, QueueStatus, queue_status
 from pin_chessboard_pipelines.store.queries import queries
 
-OLDEST_DUE_ROWS = 10
+OLDEST_ROWS = 10
 _LISTED = 10  # projects named in an "ambiguous" refusal
 
 
@@ -98,27 +99,25 @@ class DueRow:
     last_reason: str
     attempt_count: int
     last_error: str | None
-    state: str  # due | held | poison
+    state: str  # due | waiting (DueAt ahead) | held | poison
 
 
 @dataclass(frozen=True)
 class RecalcStatus:
     queue: QueueStatus
     held: int  # rows held by a Running import run
-    oldest_due: list[DueRow]
+    oldest: list[DueRow]  # the rows with the earliest DueAt, due or not
 
 
-def recalc_status(conn: Connection, poison_attempts: int, oldest: int = OLDEST_DUE_ROWS) -> RecalcStatus:
+def recalc_status(conn: Connection, poison_attempts: int, oldest: int = OLDEST_ROWS) -> RecalcStatus:
     sql = queries("recalc_runbook")
     alive = {"alive_seconds": IMPORT_RUN_ALIVE_SECONDS}
     held = conn.execute(sql["held_count"], alive).scalar_one()
-    rows = conn.execute(
-        sql["oldest_due_rows"], {"poison_attempts": poison_attempts, "limit": oldest, **alive}
-    )
+    rows = conn.execute(sql["oldest_rows"], {"poison_attempts": poison_attempts, "limit": oldest, **alive})
     return RecalcStatus(
         queue=queue_status(conn, poison_attempts),
         held=int(held),
-        oldest_due=[_due_row(row) for row in rows.mappings()],
+        oldest=[_due_row(row) for row in rows.mappings()],
     )
 
 
@@ -133,3 +132,18 @@ def _due_row(row: Any) -> DueRow:
         last_error=row["last_error"],
         state=row["state"],
     )
+
+
+def status_fingerprint(status: RecalcStatus) -> str:
+    """What the queue's status shows, in one string: two statuses with the same one read the same
+    (the queue sensor records a status only when it changed)."""
+    queue = status.queue
+    parts = [
+        f"{queue.depth}/{queue.due}/{status.held}/{queue.poison}/{queue.requested}",
+        "-" if queue.next_due_at is None else queue.next_due_at.isoformat(),
+        *(
+            f"{row.project_id}:{row.state}:{row.due_at.isoformat()}:{row.attempt_count}:{row.requested_count}"
+            for row in status.oldest
+        ),
+    ]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.engine import Connection, RowMapping
 
@@ -123,6 +125,21 @@ def start_or_resume_run(
         .one()
     )
     return row, False
+
+
+def resume_refusal(correlation_id: str, latest: Mapping[Any, Any] | None) -> str | None:
+    """Why a re-execution (of a run or a backfill) may not run: its import run has Completed, and a
+    re-execution resumes an import, it never starts a new one (a second "Re-execute from failure").
+    None: it resumes `latest` (Failed, Cancelled, or Running without a process), or starts the
+    import its first run never started."""
+    if latest is None or latest["status"] != RunStatus.COMPLETED.value:
+        return None
+    finished = latest.get("finished_at")
+    when = f" at {finished:%Y-%m-%d %H:%M:%S} UTC" if finished is not None else ""
+    return (
+        f"nothing to resume: import run {latest['id']} (correlation id {correlation_id}) Completed{when}; "
+        "a re-execution starts no new import: launch the assets or talent_full_bootstrap for one"
+    )
 
 
 def _ended_run_to_resume(conn: Connection, request: TalentInitialImportRequest) -> Row | None:

@@ -10,6 +10,7 @@ the screenshots the README shows (docs/ui-*.png).
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from pin_chessboard_pipelines.talent.simulator.server import SimulatorServer
 from tests.support.browser import (
     screenshot_when_settled,
 )
-from tests.support.dagster_stack import DagsterStack, stack_with_simulator
+from tests.support.dagster_stack import LOCATION, DagsterStack, stack_with_simulator
 from tests.support.polling import wait_until
 
 # Each test waits on the whole stack (webserver, daemon, run workers, browser) with deadlines that
@@ -49,6 +50,8 @@ class Ui:
     stack: DagsterStack
     simulator: SimulatorServer
     partitions: list[str]
+    # the terminate test's Dagster run, its import run and the run that resumed it
+    terminated: tuple[str, str, str] | None = None
 
     @property
     def gql(self):
@@ -172,6 +175,11 @@ def test_materialize_all_with_config_shows_progress_then_terminate_and_resume(ui
         )
         ui.gql.terminate_run(run_id)  # what the run page's Terminate button calls
         assert ui.gql.wait_for_run(run_id, timeout=180)["status"] == "CANCELED"
+        # a cancel, not a failure: the page step in flight stops, no retry of it, no failed step
+        kinds = [e["__typename"] for e in ui.gql.run_events(run_id)]
+        assert "ExecutionStepUpForRetryEvent" not in kinds and "ExecutionStepFailureEvent" not in kinds, kinds
+        assert "RunCanceledEvent" in kinds
+        assert any("stopped: the run was terminated" in m for m in ui.gql.run_messages(run_id))
         _open(page, ui, f"/runs/{run_id}")
         page.get_by_placeholder("Filter").fill("PropertyObjects")
         page.get_by_text("stage-progress").first.wait_for()
@@ -204,6 +212,28 @@ def test_materialize_all_with_config_shows_progress_then_terminate_and_resume(ui
     assert resumed["id"] == started["id"] and resumed["status"] == "Completed"
     assert resumed["correlation_id"] == run_id and resumed["dagster_run_id"] == again["runId"]
     assert resumed["stage_counters"]["PropertyObjects"]["applied"] == dataset.count(SPEC, "property-objects")
+
+    ui.terminated = (run_id, started["id"], again["runId"])
+
+
+def _step_failures(ui: Ui, run_id: str) -> list[str]:
+    """The descriptions of the run's failed steps (the UI shows each beside its step)."""
+    data = ui.gql.query(
+        """
+        query L($id: ID!) {
+          logsForRun(runId: $id) {
+            ... on EventConnection {
+              events { ... on ExecutionStepFailureEvent { failureMetadata { description } error { message } } }
+            }
+          }
+        }""",
+        {"id": run_id},
+    )
+    return [
+        (e["failureMetadata"] or {}).get("description") or e["error"]["message"]
+        for e in data["logsForRun"]["events"]
+        if "error" in e
+    ]
 
 
 def _latest_by_partition(ui: Ui) -> dict[str, dict[str, Any]]:
@@ -334,3 +364,77 @@ def test_the_recalc_sensor_drains_and_the_publishes_are_materializations(ui: Ui)
     )
     published = _asset_materializations(ui, ["pin_chessboard_events"], 50)
     assert any(_metadata(m)["path"] == "fast path" for m in published)
+    # the audit check is evaluated with the drain's materialization: not "Not evaluated"
+    checks = _poll(
+        lambda: {
+            c["name"]: c["executionForLatestMaterialization"]
+            for c in _aggregates_checks(ui)
+            if c["executionForLatestMaterialization"]
+        }.get("aggregates_match_formulas"),
+        timeout=120,
+        what="aggregates_match_formulas evaluated on the latest materialization",
+    )
+    assert checks["status"] == "SUCCEEDED"
+
+
+def _aggregates_checks(ui: Ui) -> list[dict[str, Any]]:
+    data = ui.gql.query(
+        """
+        {
+          assetNodeOrError(assetKey: {path: ["chessboard_aggregates"]}) {
+            ... on AssetNode {
+              assetChecksOrError {
+                ... on AssetChecks { checks { name executionForLatestMaterialization { runId status } } }
+              }
+            }
+          }
+        }"""
+    )
+    return data["assetNodeOrError"]["assetChecksOrError"]["checks"]
+
+
+def test_a_cli_relay_run_is_listed_under_its_job(ui: Ui):
+    done = ui.stack.cli("outbox", "relay", "--until-empty", timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_id = json.loads(done.stdout.strip().splitlines()[-1])["runId"]
+    # what the job's Runs tab asks for: runs of the job in its code location
+    listed = ui.gql.runs(job_name="outbox_relay", tags={".dagster/repository": f"__repository__@{LOCATION}"})
+    assert run_id in {r["runId"] for r in listed}
+    data = ui.gql.query(
+        """
+        query R($id: ID!, $location: String!) {
+          runOrError(runId: $id) {
+            ... on Run { pipelineSnapshotId repositoryOrigin { repositoryLocationName } }
+          }
+          pipelineOrError(params: {repositoryLocationName: $location, repositoryName: "__repository__",
+                                   pipelineName: "outbox_relay"}) {
+            ... on Pipeline { pipelineSnapshotId }
+          }
+        }""",
+        {"id": run_id, "location": LOCATION},
+    )
+    # the run's job is the code location's: its page's Re-execute warns of no other version
+    assert data["runOrError"]["repositoryOrigin"]["repositoryLocationName"] == LOCATION
+    assert data["runOrError"]["pipelineSnapshotId"] == data["pipelineOrError"]["pipelineSnapshotId"]
+
+
+def test_a_second_re_execute_from_failure_starts_no_new_import(ui: Ui):
+    """Last of the module: the refused run leaves the import's checks unevaluated in it (a
+    re-executed backfill's run: tests/integration/test_import_dagster.py)."""
+    if ui.terminated is None:
+        pytest.skip("needs the terminated and resumed import of the terminate test")
+    run_id, import_run_id, resumed_by = ui.terminated
+    twice = ui.gql.query(
+        """
+        mutation R($parent: String!) {
+          launchRunReexecution(reexecutionParams: {parentRunId: $parent, strategy: FROM_FAILURE}) {
+            __typename ... on LaunchRunSuccess { run { runId } } ... on Error { message }
+          }
+        }""",
+        {"parent": run_id},
+    )["launchRunReexecution"]["run"]["runId"]
+    refusal = f"CHESSBOARD_IMPORT_INVALID_REQUEST: nothing to resume: import run {import_run_id}"
+    assert ui.gql.wait_for_run(twice, timeout=240)["status"] == "FAILURE", ui.stack.log_tail()
+    assert [line.startswith(refusal) for line in _step_failures(ui, twice)] == [True]
+    resumed = [r for r in ui.import_runs() if r["correlation_id"] == run_id]
+    assert [(r["id"], r["dagster_run_id"]) for r in resumed] == [(import_run_id, resumed_by)]

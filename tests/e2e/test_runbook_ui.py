@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from pin_chessboard_pipelines.recalc.audit import audit
 from tests.support.browser import chromium_page, type_launchpad_config
@@ -24,6 +25,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(SHARED_STACK_GROUP)]
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 STALE = "ЖК Runbook Forced"  # aggregates never computed: the audit sees drift
 POISONED = "ЖК Runbook Poisoned"
+WAITING = "ЖК Runbook Waiting"  # requested, its DueAt still ahead
 
 
 @pytest.fixture(scope="module")
@@ -107,15 +109,43 @@ def test_force_recalc_of_a_project_by_name_from_the_launchpad(dagster_stack: Dag
 
 
 def test_the_recalc_status_is_on_the_recalc_queue_asset(dagster_stack: DagsterStack, projects, page):
-    # a STATUS run records what the queue holds now: the poison row with its project's name
-    run_id = dagster_stack.graphql.launch_job(
-        "recalc_runbook", run_config={"ops": {"recalc_runbook_step": {"config": {"step": "STATUS"}}}}
-    )
-    status = dagster_stack.graphql.wait_for_run(run_id, timeout=240)["status"]
-    assert status == "SUCCESS", (dagster_stack.graphql.run_messages(run_id), dagster_stack.log_tail())
-    page.goto(f"{dagster_stack.webserver_url}/assets/recalc_queue?view=events")
-    page.get_by_text(POISONED).first.wait_for(timeout=120_000)
-    for label in ("queue_depth", "held", "poison", "oldest_due", "next_due_at"):
-        page.get_by_text(label, exact=True).first.wait_for()
-    page.get_by_text("CHESSBOARD_SYNC_PARENT_NOT_FOUND").first.wait_for()
-    page.screenshot(path=str(DOCS / "ui-recalc-queue.png"), full_page=True)
+    # the queue sensor records what the queue holds now, without a runbook run: the poison row with
+    # its project's name and last error, and a row whose DueAt is still ahead, with its DueAt
+    with dagster_stack.engine.begin() as conn:
+        b = StoreBuilder(conn)
+        waiting = standard_project(b, name=WAITING)
+        b.request(waiting, due_in_seconds=900)
+        due_at = queue(conn)[waiting.id]["due_at"].isoformat(timespec="seconds")
+    try:
+        url = f"{dagster_stack.webserver_url}/assets/recalc_queue?view=events"
+
+        def shows_waiting() -> bool:
+            page.goto(url)
+            try:
+                page.get_by_text(WAITING).first.wait_for(timeout=10_000)
+                return True
+            except PlaywrightTimeout:
+                return False
+
+        wait_until(shows_waiting, timeout=120, what="the queue sensor's status with the waiting row")
+        page.get_by_text(POISONED).first.wait_for()
+        page.get_by_text(due_at).first.wait_for()
+        page.get_by_text("waiting", exact=True).first.wait_for()
+        for label in ("queue_depth", "held", "poison", "oldest_rows", "next_due_at"):
+            page.get_by_text(label, exact=True).first.wait_for()
+        page.get_by_text("CHESSBOARD_SYNC_PARENT_NOT_FOUND").first.wait_for()
+        page.screenshot(path=str(DOCS / "ui-recalc-queue.png"), full_page=True)
+        sensor = dagster_stack.graphql.sensor("recalc_queue_sensor")
+        assert sensor["sensorState"]["status"] == "RUNNING"
+        # a STATUS run of the runbook records the same status
+        run_id = dagster_stack.graphql.launch_job(
+            "recalc_runbook", run_config={"ops": {"recalc_runbook_step": {"config": {"step": "STATUS"}}}}
+        )
+        status = dagster_stack.graphql.wait_for_run(run_id, timeout=240)["status"]
+        assert status == "SUCCESS", (dagster_stack.graphql.run_messages(run_id), dagster_stack.log_tail())
+    finally:
+        with dagster_stack.engine.begin() as conn:  # the stack's other tests see the queue they left
+            conn.execute(
+                sa.text("DELETE FROM chessboard.project_recalc_requests WHERE project_id = :p"),
+                {"p": waiting.id},
+            )

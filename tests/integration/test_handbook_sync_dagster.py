@@ -9,6 +9,7 @@ import dagster as dg
 import pytest
 
 from pin_chessboard_pipelines.cli import main
+from pin_chessboard_pipelines.definitions import build_definitions
 from pin_chessboard_pipelines.defs.handbook_sync.definitions import (
     JOB_NAME,
     OP_NAME,
@@ -121,6 +122,12 @@ def test_handbook_sync_command(cli_env, engine, broker, capsys):
     assert summary["renames"] == [
         {"kind": "city", "id": 1, "name": "Москва-Сити", "version": summary["renames"][0]["version"]}
     ]
+    with dg.DagsterInstance.get() as instance:  # under its job, with the job's own snapshot
+        run = instance.get_run_by_id(summary["runId"])
+        assert run is not None and run.job_name == "handbook_sync" and run.remote_job_origin is not None
+        assert (
+            run.job_snapshot_id == build_definitions().resolve_job_def("handbook_sync").get_job_snapshot_id()
+        )
     assert main(["talent-sim", "rename", "--city", "4242", "--name", "X"]) == 2  # no region known
     assert "give its region id" in capsys.readouterr().err
 

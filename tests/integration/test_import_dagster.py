@@ -72,6 +72,17 @@ def _runs(engine) -> list[dict]:
         ]
 
 
+def _page_states(engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT status, count(*) FROM chessboard.talent_import_pages"
+                " WHERE stage = 'PropertyObjects' GROUP BY status"
+            )
+        )
+        return dict(rows.all())
+
+
 def _materializations(result: dg.ExecuteInProcessResult | dg.ExecutionResult, key: str) -> list:
     return [
         e.event_specific_data.materialization
@@ -212,11 +223,69 @@ def test_re_execute_from_failure_resumes_the_same_import_run(env, engine, monkey
             "property_objects.property_objects_barrier",
             "property_objects_import_not_stuck",
         }
+        # a second "Re-execute from failure" of the same run: refused in one line, no new import
+        third = dg.execute_job(
+            job,
+            instance,
+            tags=_range_tags(_developers()),
+            reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, instance),
+        )
+        assert not third.success
+        [refusal] = [
+            e.step_failure_data.user_failure_data.description for e in third.all_events if e.is_step_failure
+        ]
+        assert refusal.startswith("CHESSBOARD_IMPORT_INVALID_REQUEST: nothing to resume: import run")
+        assert f"import run {run['id']} (correlation id {first.run_id}) Completed" in refusal
     [resumed] = _runs(engine)
     assert resumed["id"] == run["id"] and resumed["status"] == "Completed"
     assert resumed["correlation_id"] == first.run_id and resumed["dagster_run_id"] == second.run_id
     assert resumed["stage_counters"]["Layouts"]["applied"] == layouts  # earlier stages kept, not re-run
     assert resumed["stage_counters"]["PropertyObjects"]["applied"] == dataset.count(SPEC, "property-objects")
+
+
+@pytest.mark.slow
+def test_a_re_executed_backfill_resumes_its_import_and_a_second_one_is_refused(env, engine, monkeypatch):
+    failing = {"on": True}
+    real_apply = runner.apply_snapshots
+
+    def apply(conn, entity, items, ctx):
+        if failing["on"] and entity == "propertyObject":
+            raise RuntimeError("the store went away")
+        return real_apply(conn, entity, items, ctx)
+
+    monkeypatch.setattr(runner, "apply_snapshots", apply)
+    partitions = _range_tags(_developers())
+    # the tags the backfill daemon gives the runs of a backfill and of its re-executions
+    backfill = {"dagster/backfill": "first"}
+    again = {
+        "dagster/backfill": "again",
+        "dagster/parent_backfill_id": "first",
+        "dagster/root_backfill_id": "first",
+    }
+    third = {
+        "dagster/backfill": "third",
+        "dagster/parent_backfill_id": "first",
+        "dagster/root_backfill_id": "first",
+    }
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(PARTITION, _developers())
+        job = dg.reconstructable(import_job)
+        first = dg.execute_job(job, instance, tags={**partitions, **backfill})
+        assert not first.success
+        [run] = _runs(engine)
+        failing["on"] = False
+        resumed_by = dg.execute_job(job, instance, tags={**partitions, **again})
+        assert resumed_by.success
+        [resumed] = _runs(engine)
+        assert resumed["id"] == run["id"] and resumed["status"] == "Completed"
+        assert resumed["correlation_id"] == first.run_id == run["correlation_id"]
+        refused = dg.execute_job(job, instance, tags={**partitions, **third})
+        assert not refused.success
+        [line] = [
+            e.step_failure_data.user_failure_data.description for e in refused.all_events if e.is_step_failure
+        ]
+        assert f"nothing to resume: import run {run['id']} (correlation id {first.run_id}) Completed" in line
+    assert [r["id"] for r in _runs(engine)] == [run["id"]]  # no new import was started
 
 
 def test_a_held_lock_fails_the_run_with_the_error_code(env, engine, db_url):
@@ -440,18 +509,33 @@ def test_terminating_the_dagster_run_cancels_the_import_after_the_current_page(
         instance.report_run_canceling(instance.get_run_by_id(run_id))  # what "Terminate" in the UI does first
         release.set()
         thread.join(240)  # a deadline for a loaded machine, not a timing
-        assert not outcome["result"].success
-    [run] = _runs(engine)
-    assert run["status"] == "Cancelled"
-    with engine.connect() as conn:
-        objects = dict(
-            conn.execute(
-                sa.text(
-                    "SELECT status, count(*) FROM chessboard.talent_import_pages"
-                    " WHERE stage = 'PropertyObjects' GROUP BY status"
-                )
-            ).all()
+        result = outcome["result"]
+        assert not result.success
+        assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.CANCELED
+        assert _page_states(engine) == {"Done": 1, "Pending": _page_states(engine)["Pending"]}
+        assert _page_states(engine)["Pending"] >= 1  # the page in flight, then nothing more
+        [cancelled] = _runs(engine)
+        assert cancelled["status"] == "Cancelled"
+        # "Re-execute from failure": the steps that did not start, the stage's barrier doing what its
+        # page step left; the same import run resumed and Completed
+        resumed = dg.execute_job(
+            dg.reconstructable(import_job),
+            instance,
+            run_config=_config(workers=1),
+            tags=_range_tags(_developers()),
+            reexecution_options=dg.ReexecutionOptions.from_failure(run_id, instance),
         )
-    assert objects["Done"] == 1 and objects["Pending"] >= 1  # the page in flight, then nothing more
+        assert resumed.success
+        retried = {e.step_key for e in resumed.all_events if e.event_type_value == "STEP_SUCCESS"}
+        assert "property_objects.property_objects_barrier" in retried
+        assert "property_objects.property_objects_pages_0" not in retried
+    kinds = [e.event_type_value for e in result.all_events]
+    # a deliberate cancel: no retry of the page step, no failed step, the run CANCELED
+    assert "STEP_UP_FOR_RETRY" not in kinds and "STEP_FAILURE" not in kinds, kinds
+    assert kinds[-1] == "PIPELINE_CANCELED"
+    assert _page_states(engine) == {"Done": _page_states(engine)["Done"]}  # the resumed run did the rest
+    [run] = _runs(engine)
+    assert run["id"] == cancelled["id"] and run["status"] == "Completed"
+    assert run["stage_counters"]["PropertyObjects"]["applied"] == dataset.count(SPEC, "property-objects")
     with ImportLock(db_url) as lock:
         lock.acquire(timeout=0)

@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.cli import main
+from pin_chessboard_pipelines.definitions import build_definitions
 from pin_chessboard_pipelines.defs.outbox.definitions import (
     EVENTS,
     JOB_NAME,
@@ -182,7 +183,16 @@ def test_outbox_relay_command_runs_the_job_in_the_dagster_instance(cli_env, engi
     assert _pending(engine) == 0
     with dg.DagsterInstance.get() as instance:
         (run,) = instance.get_runs(filters=dg.RunsFilter(job_name=JOB_NAME))
+        # launched with the code location's origin and the job's snapshot: under its job in the UI
+        listed = instance.get_runs(
+            filters=dg.RunsFilter(
+                job_name=JOB_NAME, tags={".dagster/repository": "__repository__@pin_chessboard_pipelines"}
+            )
+        )
+        snapshot_id = build_definitions().resolve_job_def(JOB_NAME).get_job_snapshot_id()
     assert run.run_id == summary["runId"] and run.status == dg.DagsterRunStatus.SUCCESS
+    assert [r.run_id for r in listed] == [run.run_id] and run.remote_job_origin is not None
+    assert run.job_snapshot_id == snapshot_id  # the UI's Re-execute: no "different version" warning
     ids = {str(e.message_id) for e in events}
     read_events(kafka_bootstrap, until=lambda evs: ids <= {e.message_id for e in evs})
 

@@ -130,13 +130,23 @@ def test_drain_job_recalculates_and_reports_metadata(db_url, engine):
             and e.asset_key == dg.AssetKey("chessboard_aggregates")
         ]
         checks = result.get_asset_check_evaluations()
+        order = [
+            "materialization"
+            if e.event_type_value == "ASSET_MATERIALIZATION"
+            else e.event_specific_data.check_name
+            for e in result.all_events
+            if e.event_type_value in ("ASSET_MATERIALIZATION", "ASSET_CHECK_EVALUATION")
+        ]
     assert metadata["projects_recalculated"] == 3
     assert metadata["projects_skipped_archived"] == 1
     assert metadata["republished_project"] == 3
     assert metadata["projects_per_second"] > 0
     assert len(aggregates) == 1  # every drain that recalculated is a materialization (status, history)
     assert aggregates[0].event_specific_data.materialization.metadata["projects_recalculated"].value == 3
-    assert [(c.check_name, c.passed) for c in checks] == [(POISON_CHECK, True)]
+    # the audit check is evaluated with the materialization, after it, in its run
+    assert [(c.check_name, c.passed) for c in checks] == [(POISON_CHECK, True), (AUDIT_CHECK, True)]
+    assert order.index("materialization") < order.index(AUDIT_CHECK)
+    assert checks[1].metadata["divergences"].value == 0
     with engine.connect() as conn:
         assert queue(conn) == {}
         messages = outbox(conn)
@@ -156,7 +166,7 @@ def test_drain_job_reports_poison_as_a_failed_check(db_url, engine, monkeypatch)
         )
     with dg.DagsterInstance.ephemeral() as instance:
         result = _run(db_url, instance)
-        (evaluation,) = result.get_asset_check_evaluations()
+        (evaluation,) = [c for c in result.get_asset_check_evaluations() if c.check_name == POISON_CHECK]
         messages = [entry.user_message for entry in instance.all_logs(result.run_id)]
     assert any(m.startswith("project_recalc_failed") and "AttemptCount=1" in m for m in messages)
     assert any(m.startswith("CHESSBOARD_RECALC_POISON") and str(bad.id) in m for m in messages)

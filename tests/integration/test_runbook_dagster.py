@@ -7,7 +7,12 @@ import dagster as dg
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
-from pin_chessboard_pipelines.defs.runbook.definitions import OP_NAME, STATUS_ASSET, recalc_runbook
+from pin_chessboard_pipelines.defs.runbook.definitions import (
+    OP_NAME,
+    STATUS_ASSET,
+    recalc_queue_sensor,
+    recalc_runbook,
+)
 from pin_chessboard_pipelines.recalc.drain import drain
 from tests.support.recalc_data import StoreBuilder, queue, standard_project
 
@@ -64,8 +69,11 @@ def test_force_recalc_by_name_talent_id_or_pin_id_enqueues_a_due_row(db_url, eng
     status = _status(by_pin)
     assert status["queue_depth"] == 2 and status["poison"] == 0 and status["held"] == 0
     assert status["due"] == 1  # the debounced request is not due yet
-    [due] = [record.data for record in status["oldest_due"].records]
+    # the oldest rows, due or not: the debounced one waits, with its DueAt
+    due, waiting = [record.data for record in status["oldest_rows"].records]
     assert (due["project"], due["project_id"], due["state"]) == ("ЖК Северный", str(one.id), "due")
+    assert (waiting["project_id"], waiting["state"]) == (str(two.id), "waiting")
+    assert waiting["due_at"] == rows[two.id]["due_at"].isoformat(timespec="seconds")
 
 
 def test_an_unknown_or_ambiguous_project_fails_the_run_in_one_line(db_url, engine):
@@ -99,7 +107,7 @@ def test_reset_poison_makes_a_poison_row_due_and_the_status_shows_it_until_then(
     with dg.DagsterInstance.ephemeral() as instance:
         before = _status(_run(db_url, instance, step="STATUS"))
         reset = _run(db_url, instance, step="RESET_POISON", project="Poisoned")
-    [poison] = [record.data for record in before["oldest_due"].records]
+    [poison] = [record.data for record in before["oldest_rows"].records]
     assert before["poison"] == 1
     assert (poison["project"], poison["state"], poison["attempts"], poison["last_error"]) == (
         "Poisoned",
@@ -137,3 +145,37 @@ def test_audit_fails_on_drift_and_passes_once_the_forced_recalc_is_drained(db_ur
     assert failure.step_failure_data.user_failure_data.metadata["divergences"].value >= 1
     assert clean.success
     assert _status(drifted)["queue_depth"] == 0  # the status is recorded on a failed step too
+
+
+def test_the_queue_sensor_records_the_status_when_it_changed_with_rows_not_yet_due(db_url, engine):
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        project = standard_project(b, name="Waiting")
+        b.request(project, due_in_seconds=120)  # queued, not due: the debounce
+    resources = {"chessboard": ChessboardResource(database_url=db_url)}
+    with dg.DagsterInstance.ephemeral() as instance:
+        context = dg.build_sensor_context(instance=instance, resources=resources)
+        first = recalc_queue_sensor(context)
+        context.update_cursor(first.cursor)
+        unchanged = recalc_queue_sensor(context)
+        with engine.begin() as conn:
+            more = StoreBuilder(conn)
+            more.request(standard_project(more, name="Due now"))
+        changed = recalc_queue_sensor(context)
+    assert isinstance(first, dg.SensorResult) and not first.run_requests
+    [materialization] = first.asset_events
+    assert materialization.asset_key == STATUS_ASSET
+    status = {k: v.value for k, v in materialization.metadata.items()}
+    assert status["queue_depth"] == 1 and status["due"] == 0
+    [row] = [record.data for record in status["oldest_rows"].records]
+    with engine.connect() as conn:
+        due_at = queue(conn)[project.id]["due_at"]
+    assert (row["project"], row["state"], row["due_at"]) == (
+        "Waiting",
+        "waiting",
+        due_at.isoformat(timespec="seconds"),
+    )
+    assert isinstance(unchanged, dg.SkipReason) and "unchanged" in unchanged.skip_message
+    assert isinstance(changed, dg.SensorResult) and changed.cursor != first.cursor
+    [again] = changed.asset_events
+    assert [r.data["state"] for r in again.metadata["oldest_rows"].value.records] == ["due", "waiting"]

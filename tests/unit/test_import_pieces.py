@@ -88,3 +88,18 @@ def test_the_progress_line_names_the_stage_being_worked_on():
 def test_items_per_second_counts_every_processed_item(applied, skipped, failed, seconds, rate):
     report = StageReport("PropertyObjects", StageCounters(200, applied, skipped, failed), 4, 4, seconds)
     assert report.items_per_second == rate
+
+
+def test_a_re_execution_is_refused_only_once_its_import_run_completed():
+    from datetime import datetime
+
+    from pin_chessboard_pipelines.talent_import.runs import resume_refusal
+
+    assert resume_refusal("c1", None) is None  # its first run never started the import: it starts it
+    for status in ("Failed", "Cancelled", "Running"):
+        assert resume_refusal("c1", {"id": "r1", "status": status, "finished_at": None}) is None
+    done = {"id": "r1", "status": "Completed", "finished_at": datetime(2026, 12, 3, 17, 0, 5)}
+    assert resume_refusal("c1", done) == (
+        "nothing to resume: import run r1 (correlation id c1) Completed at 2026-12-03 17:00:05 UTC; "
+        "a re-execution starts no new import: launch the assets or talent_full_bootstrap for one"
+    )

@@ -7,7 +7,7 @@ from uuid import uuid4
 
 import pytest
 
-from pin_chessboard_pipelines.defs.runbook.definitions import oldest_due_table, status_metadata
+from pin_chessboard_pipelines.defs.runbook.definitions import oldest_rows_table, status_metadata
 from pin_chessboard_pipelines.errors import Refused
 from pin_chessboard_pipelines.recalc.queue import QueueStatus
 from pin_chessboard_pipelines.recalc.runbook import (
@@ -16,6 +16,7 @@ from pin_chessboard_pipelines.recalc.runbook import (
     RecalcStatus,
     parse_reference,
     pick_project,
+    status_fingerprint,
 )
 
 
@@ -50,14 +51,14 @@ def test_no_project_or_several_live_ones_are_refused_in_one_line():
     assert "ambiguous" in line and str(one.id) in line and str(two.talent_id) in line and "\n" not in line
 
 
-def test_the_status_lists_the_oldest_due_rows_with_names_and_states():
+def test_the_status_lists_the_oldest_rows_with_names_and_states():
     due_at = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
     rows = [
         DueRow(uuid4(), "ЖК Север", due_at, 3, "Crud", 5, "boom\nagain", "poison"),
         DueRow(uuid4(), None, due_at, 1, "Import", 0, None, "held"),
     ]
     status = RecalcStatus(QueueStatus(depth=4, due=1, poison=1, next_due_at=due_at, requested=7), 1, rows)
-    poison, held = [record.data for record in oldest_due_table(status).records]
+    poison, held = [record.data for record in oldest_rows_table(status).records]
     assert poison == {
         "project": "ЖК Север",
         "project_id": str(rows[0].project_id),
@@ -73,4 +74,17 @@ def test_the_status_lists_the_oldest_due_rows_with_names_and_states():
     assert metadata["queue_depth"] == 4 and metadata["held"] == 1 and metadata["poison"] == 1
     assert metadata["next_due_at"] == "2026-12-01T10:00:00+00:00"
     empty = RecalcStatus(QueueStatus(0, 0, 0, None, 0), 0, [])
-    assert oldest_due_table(empty).records == []
+    assert oldest_rows_table(empty).records == []
+
+
+def test_the_fingerprint_changes_with_what_the_status_shows_only():
+    due_at = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    waiting = DueRow(uuid4(), "ЖК Север", due_at, 1, "Crud", 0, None, "waiting")
+    status = RecalcStatus(
+        QueueStatus(depth=1, due=0, poison=0, next_due_at=due_at, requested=1), 0, [waiting]
+    )
+    same = RecalcStatus(QueueStatus(1, 0, 0, due_at, 1), 0, [DueRow(*vars(waiting).values())])
+    assert status_fingerprint(status) == status_fingerprint(same)
+    now_due = RecalcStatus(QueueStatus(1, 1, 0, due_at, 1), 0, [DueRow(**{**vars(waiting), "state": "due"})])
+    assert status_fingerprint(now_due) != status_fingerprint(status)
+    assert [r.data["state"] for r in oldest_rows_table(status).records] == ["waiting"]

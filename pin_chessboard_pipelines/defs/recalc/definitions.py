@@ -213,7 +213,8 @@ def _report(
     *,
     reports_poison: bool,
 ) -> None:
-    """The poison check's evaluation (once per run) and the aggregates' materialization."""
+    """The poison check's evaluation (once per run), the aggregates' materialization and, with it,
+    the audit check's evaluation."""
     if reports_poison:
         with chessboard.engine.connect() as conn:
             poison = poison_rows(conn, chessboard.settings.recalc_poison_attempts)
@@ -221,6 +222,9 @@ def _report(
         context.log_event(_poison_evaluation(poison))  # type: ignore[arg-type]
     if result.processed or result.failed:
         context.log_event(dg.AssetMaterialization(asset_key=AGGREGATES.key, metadata=_metadata(result)))
+        # the audit check is evaluated with each materialization (same run: the UI shows it on it)
+        with chessboard.engine.connect() as conn:
+            context.log_event(_audit_evaluation(conn))  # type: ignore[arg-type]
 
 
 def recalc_job(drains: int = 1, resource_defs: dict[str, Any] | None = None) -> dg.JobDefinition:
@@ -333,14 +337,27 @@ def until_of(tag: str) -> float:
     description="Stored aggregates equal count/min/max over property objects and layouts (0 divergences).",
 )
 def aggregates_audit_check(chessboard: ChessboardResource) -> dg.AssetCheckResult:
+    """The hourly audit; each drain that materializes the aggregates evaluates it too."""
     with chessboard.engine.connect() as conn:
-        found = audit(conn)
+        evaluation = _audit_evaluation(conn)
+    return dg.AssetCheckResult(
+        passed=evaluation.passed,
+        severity=evaluation.severity,
+        description=evaluation.description,
+        metadata=evaluation.metadata,
+    )
+
+
+def _audit_evaluation(conn: Any) -> dg.AssetCheckEvaluation:
+    found = audit(conn)
     # a project with a pending recalc row is not drift (docs/project-aggregates-recalc.md#audit)
     divergences = drift(found)
     by_entity: dict[str, int] = {}
     for d in divergences:
         by_entity[d.entity] = by_entity.get(d.entity, 0) + 1
-    return dg.AssetCheckResult(
+    return dg.AssetCheckEvaluation(
+        asset_key=AGGREGATES.key,
+        check_name=AUDIT_CHECK,
         passed=not divergences,
         severity=dg.AssetCheckSeverity.ERROR,
         description=None if not divergences else f"{len(divergences)} divergence(s)",

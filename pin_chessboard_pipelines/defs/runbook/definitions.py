@@ -1,7 +1,8 @@
 """The recalc runbook by clicks (docs/project-aggregates-recalc.md#runbook): one job, `recalc_runbook`,
 whose launchpad takes a step (force recalc, reset poison, audit, status) and a project by its
 Talent id, PIN id or name; every run records the queue's status as a materialization of the
-`recalc_queue` asset (depth, due, held, poison, the oldest due rows with their project names).
+`recalc_queue` asset (depth, due, held, poison, the oldest rows with their project names and DueAt),
+and so does `recalc_queue_sensor` whenever the status changed, so the asset shows the queue as it is.
 
 Thin shell: the project lookup and the status are recalc/runbook.py's, the writes recalc/queue.py's
 (`request_recalc`, `reset_poison`, as `pin-chessboard recalc request|reset-poison`), the audit
@@ -27,6 +28,7 @@ from pin_chessboard_pipelines.recalc.runbook import (
     RecalcStatus,
     find_project,
     recalc_status,
+    status_fingerprint,
 )
 from pin_chessboard_pipelines.store.tables import project_recalc_requests
 
@@ -40,8 +42,9 @@ RECALC_QUEUE = dg.AssetSpec(
     STATUS_ASSET,
     description=(
         "The project recalc queue (`chessboard.project_recalc_requests`, docs/project-aggregates-recalc.md). "
-        "Every run of the `recalc_runbook` job records its status: rows queued, due, held by a running "
-        "import, poison, the next DueAt and the oldest due rows with their projects' names."
+        "Its status is recorded by `recalc_queue_sensor` whenever it changed (every 10 s at most) and by "
+        "every run of the `recalc_runbook` job: rows queued, due, held by a running import, poison, the "
+        "next DueAt and the oldest rows, due or not, with their projects' names, states and DueAt."
     ),
     group_name="recalc",
     kinds={"postgres"},
@@ -97,18 +100,22 @@ def status_metadata(status: RecalcStatus) -> dict[str, dg.MetadataValue]:
             "-" if queue.next_due_at is None else queue.next_due_at.isoformat(timespec="seconds")
         ),
         "requested_events": dg.MetadataValue.int(queue.requested),
-        "oldest_due": oldest_due_table(status),
+        "oldest_rows": oldest_rows_table(status),
     }
 
 
 # the columns an operator reads first come first (the table is wider than the page)
-OLDEST_DUE_SCHEMA = dg.TableSchema(
+OLDEST_ROWS_SCHEMA = dg.TableSchema(
     columns=[
         dg.TableColumn("project", "string", description="the project's name"),
-        dg.TableColumn("state", "string", description="due, held (by a Running import run) or poison"),
+        dg.TableColumn(
+            "state",
+            "string",
+            description="due, waiting (DueAt ahead), held (by a Running import run) or poison",
+        ),
+        dg.TableColumn("due_at", "string", description="DueAt, UTC"),
         dg.TableColumn("attempts", "int", description="AttemptCount"),
         dg.TableColumn("last_error", "string", description="LastError (first 120 characters)"),
-        dg.TableColumn("due_at", "string", description="DueAt, UTC"),
         dg.TableColumn("requests", "int", description="RequestedCount (coalesced requests)"),
         dg.TableColumn("reason", "string", description="LastReason"),
         dg.TableColumn("project_id", "string", description="PIN id"),
@@ -116,8 +123,9 @@ OLDEST_DUE_SCHEMA = dg.TableSchema(
 )
 
 
-def oldest_due_table(status: RecalcStatus) -> dg.TableMetadataValue:
-    """The oldest due rows as a table (drawn in line on the asset's page, unlike markdown)."""
+def oldest_rows_table(status: RecalcStatus) -> dg.TableMetadataValue:
+    """The rows with the earliest DueAt, due or not, as a table (drawn in line on the asset's page,
+    unlike markdown)."""
     return dg.MetadataValue.table(
         records=[
             dg.TableRecord(
@@ -132,9 +140,9 @@ def oldest_due_table(status: RecalcStatus) -> dg.TableMetadataValue:
                     "last_error": (row.last_error or "").replace("\n", " ")[:120],
                 }
             )
-            for row in status.oldest_due
+            for row in status.oldest
         ],
-        schema=OLDEST_DUE_SCHEMA,
+        schema=OLDEST_ROWS_SCHEMA,
     )
 
 
@@ -302,6 +310,33 @@ def _status_materialization(
     return dg.AssetMaterialization(asset_key=STATUS_ASSET, metadata=status_metadata(status))
 
 
+QUEUE_SENSOR = "recalc_queue_sensor"
+QUEUE_SENSOR_SECONDS = 10
+
+
+@dg.sensor(
+    name=QUEUE_SENSOR,
+    minimum_interval_seconds=QUEUE_SENSOR_SECONDS,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description=(
+        "Every 10 s: records the recalc queue's status on `recalc_queue` when it changed (depth, due, "
+        "held, poison, next DueAt, the oldest rows due or not); no run."
+    ),
+)
+def recalc_queue_sensor(
+    context: dg.SensorEvaluationContext, chessboard: ChessboardResource
+) -> dg.SensorResult | dg.SkipReason:
+    with chessboard.engine.connect() as conn:
+        status = recalc_status(conn, chessboard.settings.recalc_poison_attempts)
+    fingerprint = status_fingerprint(status)
+    if fingerprint == context.cursor:
+        return dg.SkipReason(f"the queue's status is unchanged: {status.queue.depth} row(s) queued")
+    return dg.SensorResult(
+        asset_events=[dg.AssetMaterialization(asset_key=STATUS_ASSET, metadata=status_metadata(status))],
+        cursor=fingerprint,
+    )
+
+
 @dg.job(
     name=JOB_NAME,
     description=(
@@ -315,4 +350,4 @@ def recalc_runbook() -> None:
 
 
 def definitions() -> dg.Definitions:
-    return dg.Definitions(assets=[RECALC_QUEUE], jobs=[recalc_runbook])
+    return dg.Definitions(assets=[RECALC_QUEUE], jobs=[recalc_runbook], sensors=[recalc_queue_sensor])

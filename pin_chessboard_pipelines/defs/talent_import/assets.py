@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.defs.singleton import graceful_interrupts
 from pin_chessboard_pipelines.defs.talent_import.checks import quarantine_check
 from pin_chessboard_pipelines.defs.talent_import.config import (
     ASSET_KEYS,
@@ -147,6 +148,25 @@ def _cancelled_when_interrupted(session: ImportSession) -> Iterator[None]:
         raise
 
 
+INTERRUPTS = (dg.DagsterExecutionInterruptedError, KeyboardInterrupt)
+TERMINATED = (dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.CANCELED)
+
+
+def _terminated(instance: dg.DagsterInstance, run_id: str) -> bool:
+    run = instance.get_run_by_id(run_id)
+    return run is not None and run.status in TERMINATED
+
+
+@dg.success_hook(name="stop_terminated_run")
+def stop_terminated_run(context: dg.HookContext) -> None:
+    """After a step that ended on a terminate, the run stops, CANCELED, before any step downstream
+    starts: on the in-process executor nothing else would stop it (Dagster's multiprocess executor
+    starts no step once terminated). "Re-execute from failure" then runs the steps that did not
+    start (docs/talent-initial-import.md#terminate)."""
+    if _terminated(context.instance, context.run_id):
+        raise dg.DagsterExecutionInterruptedError("the run was terminated")
+
+
 def _plan(
     stage: Entity,
     context: dg.AssetExecutionContext,
@@ -154,10 +174,24 @@ def _plan(
     config: TalentImportConfig,
 ):
     """The stage's first step: the import run joined (started or resumed by the run's first step),
-    then one output per process that works on the stage; the workers beyond `processes` are skipped."""
-    session = step_session(context, chessboard.settings, chessboard.url, config)
+    then one output per process that works on the stage; the workers beyond `processes` are skipped.
+    On a terminate it ends quietly, its outputs yielded: `stop_terminated_run` stops the run before
+    the page steps start, and "Re-execute from failure" runs them."""
+    if not _terminated(context.instance, context.run.run_id):
+        _join_plan(context, chessboard, config)
+    for index in range(min(config.processes, PROCESSES_MAX)):
+        yield dg.Output(None, _process_output(index))
+
+
+def _join_plan(
+    context: dg.AssetExecutionContext, chessboard: ChessboardResource, config: TalentImportConfig
+) -> None:
     try:
-        with _cancelled_when_interrupted(session):
+        session = step_session(context, chessboard.settings, chessboard.url, config)
+    except INTERRUPTS:
+        return  # no run row was joined here: the run status sensor ends it
+    try:
+        try:
             if session.opened_here:
                 context.log.info(
                     f"import run {session.run_id} {'resumed' if session.resumed else 'started'} "
@@ -168,10 +202,10 @@ def _plan(
                 context.instance.add_run_tags(
                     context.run.run_id, IMPORT_TAGS
                 )  # Runs filtered by it: every import
+        except INTERRUPTS:
+            session.end(RunStatus.CANCELLED, "cancelled")
     finally:
         session.close()
-    for index in range(min(config.processes, PROCESSES_MAX)):
-        yield dg.Output(None, _process_output(index))
 
 
 def _work(
@@ -181,18 +215,31 @@ def _work(
     chessboard: ChessboardResource,
     config: TalentImportConfig,
 ) -> None:
-    """One process's page workers of the stage, until its barrier (docs/talent-initial-import.md#processes)."""
-    session = step_session(context, chessboard.settings, chessboard.url, config)
+    """One process's page workers of the stage, until its barrier (docs/talent-initial-import.md#processes).
+
+    When the Dagster run is terminated the import run ends Cancelled (first process to see it) and
+    the step ends here, quietly: an interrupt must not reach the step's retry policy, which would
+    start the step again as attempts 2-4 of a failure (docs/talent-initial-import.md#terminate).
+    What it left, its stage's barrier does in the run that resumes the import."""
+    if _terminated(context.instance, context.run.run_id):
+        return  # a step started after the terminate, or a retry of one it interrupted
+    try:
+        session = step_session(context, chessboard.settings, chessboard.url, config)
+    except INTERRUPTS:
+        return  # no run row was joined here: the run status sensor ends it
     try:
         progress = StageProgress(session.engine, session.run_id, stage.stage, session.log_fields(stage.stage))
         try:
-            with _cancelled_when_interrupted(session):
-                with progress if index == 0 else nullcontext():  # one stage-progress line per stage
-                    report = session.work_stage(stage)
-                if report.cancelled and report.ended_elsewhere is None and session.should_stop():
-                    raise dg.DagsterExecutionInterruptedError()
+            with progress if index == 0 else nullcontext():  # one stage-progress line per stage
+                report = session.work_stage(stage)
+        except INTERRUPTS:
+            report = None
         except Exception as error:
             raise _failure(session, error, stage) from None
+        if report is None or (report.cancelled and session.should_stop()):
+            session.end(RunStatus.CANCELLED, "cancelled")
+            context.log.info(f"{stage.name}: this process ({process_name()}) stopped: the run was terminated")
+            return
         context.log.info(
             f"{stage.name}: this process ({process_name()}) applied {report.pages_processed} page(s)"
         )
@@ -208,38 +255,55 @@ def _barrier(
 ):
     """The stage barrier: every walk ended and every page Done, whoever did them; the stage's
     materialization (per developer partition) and its check; the import run completed after the
-    last stage of the run."""
+    last stage of the run. Pages its page steps left (they ended on a terminate; "Re-execute from
+    failure" runs this barrier again, not them) it works itself first. A terminate while it reports
+    lets it end whole (moments); `stop_terminated_run` stops the run after it."""
     session = step_session(context, chessboard.settings, chessboard.url, config)
     try:
         try:
             with _cancelled_when_interrupted(session):
-                report = stage_report(session, stage)
-                if report.cancelled:
-                    raise StageFailed(
-                        f"stage {stage.stage}: the barrier is not reached: {report.pages} page(s), "
-                        f"{report.failed_pages} Failed, the walk "
-                        f"{'ended' if stage_walked(session, stage) else 'did not end'}"
-                    )
-                if stage.stage == _stages_in_run(context)[-1]:
-                    session.finish(RunStatus.COMPLETED)
+                if not session.stage_complete(stage):
+                    session.work_stage(stage)
         except Exception as error:
             raise _failure(session, error, stage) from None
-        if report.counters.applied and not session.request.dry_run:
-            chessboard.relay_outbox(context)
-        since = _run_started(context)
-        with session.engine.connect() as conn:
-            figures = runs.stage_figures(conn, session.run_id, stage.stage, since)
-            by_tenant = runs.stage_tenant_counters(conn, session.run_id, stage.stage)
-            keys = list(context.partition_keys)
-            names = runs.developer_names(conn, [developer_id_of(key) for key in keys])
-        run_wide = _run_metadata(session, report, figures)
-        # all of it per partition, none on the output: Dagster lists output metadata first
-        for key, metadata in partition_metadata(keys, by_tenant, run_wide, names).items():
-            context.add_asset_metadata(metadata, partition_key=key)
-        yield dg.Output(None, "result")
-        yield quarantine_check(session, stage, report)
+        with graceful_interrupts():
+            yield from _report_stage(stage, context, chessboard, session)
     finally:
         session.close()
+
+
+def _report_stage(
+    stage: Entity,
+    context: dg.AssetExecutionContext,
+    chessboard: ChessboardResource,
+    session: ImportSession,
+):
+    try:
+        report = stage_report(session, stage)
+        if report.cancelled:
+            raise StageFailed(
+                f"stage {stage.stage}: the barrier is not reached: {report.pages} page(s), "
+                f"{report.failed_pages} Failed, the walk "
+                f"{'ended' if stage_walked(session, stage) else 'did not end'}"
+            )
+        if stage.stage == _stages_in_run(context)[-1]:
+            session.finish(RunStatus.COMPLETED)
+    except Exception as error:
+        raise _failure(session, error, stage) from None
+    if report.counters.applied and not session.request.dry_run:
+        chessboard.relay_outbox(context)
+    since = _run_started(context)
+    with session.engine.connect() as conn:
+        figures = runs.stage_figures(conn, session.run_id, stage.stage, since)
+        by_tenant = runs.stage_tenant_counters(conn, session.run_id, stage.stage)
+        keys = list(context.partition_keys)
+        names = runs.developer_names(conn, [developer_id_of(key) for key in keys])
+    run_wide = _run_metadata(session, report, figures)
+    # all of it per partition, none on the output: Dagster lists output metadata first
+    for key, metadata in partition_metadata(keys, by_tenant, run_wide, names).items():
+        context.add_asset_metadata(metadata, partition_key=key)
+    yield dg.Output(None, "result")
+    yield quarantine_check(session, stage, report)
 
 
 def _run_started(context: dg.AssetExecutionContext) -> datetime:
@@ -325,17 +389,17 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
         yield from _barrier(stage, context, chessboard, talent_import)
 
     def wire(started) -> dict:
-        done = [workers[i](started[i]) for i in range(PROCESSES_MAX)]
-        ended = barrier(done)
+        done = [workers[i].with_hooks({stop_terminated_run})(started[i]) for i in range(PROCESSES_MAX)]
+        ended = barrier.with_hooks({stop_terminated_run})(done)
         return {"result": ended.result, _check_output(key): getattr(ended, _check_output(key))}
 
     # the graph's inputs are its function's parameters: the stage's Talent source, and its parent
     # stage when it has one
     def under_parent(talent, parent):
-        return wire(plan(talent=talent, parent=parent))
+        return wire(plan.with_hooks({stop_terminated_run})(talent=talent, parent=parent))
 
     def first(talent):
-        return wire(plan(talent=talent))
+        return wire(plan.with_hooks({stop_terminated_run})(talent=talent))
 
     compose = under_parent if parent else first
     compose.__name__ = name

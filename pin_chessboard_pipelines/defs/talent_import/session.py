@@ -21,8 +21,9 @@ from pin_chessboard_pipelines.errors import IMPORT_INVALID_REQUEST, ChessboardEr
 from pin_chessboard_pipelines.settings import Settings
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent.flag import require_talent_sync_enabled
+from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.request import build_request
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession, RunEnded
 from pin_chessboard_pipelines.talent_import.sources import make_source
 
 
@@ -51,8 +52,35 @@ class RunStopProbe:
             return self._stopped
 
 
+# Dagster's tags: the backfill a run belongs to, and on the runs of a re-executed backfill ("Re-execute
+# from failure" on a backfill's page: a new backfill) the backfill the chain started from
+BACKFILL_TAG = "dagster/backfill"
+ROOT_BACKFILL_TAG = "dagster/root_backfill_id"
+
+
 def correlation_id_of(context: dg.AssetExecutionContext) -> str:
-    return context.run.root_run_id or context.run.run_id
+    return import_correlation_id(context.instance, context.run)
+
+
+def import_correlation_id(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
+    """The CorrelationId of a Dagster run's import: its root run's id (a run re-executed from its
+    page), and for a run of a re-executed backfill the one of its root backfill's first run, so each
+    resume finds the same import run (docs/talent-initial-import.md#resume)."""
+    root = instance.get_run_by_id(run.root_run_id) if run.root_run_id else None
+    origin = root or run
+    backfill = origin.tags.get(ROOT_BACKFILL_TAG)
+    if backfill:
+        first = instance.get_runs(
+            filters=dg.RunsFilter(tags={BACKFILL_TAG: backfill}), limit=1, ascending=True
+        )
+        if first:
+            return first[0].run_id
+    return origin.run_id
+
+
+def is_reexecution(run: dg.DagsterRun) -> bool:
+    """A re-execution of a run or of a backfill: it resumes an import, never starts one of its own."""
+    return bool(run.root_run_id or run.tags.get(ROOT_BACKFILL_TAG))
 
 
 def developer_ids_of(context: dg.AssetExecutionContext) -> list[str]:
@@ -91,7 +119,14 @@ def step_session(
     project_id = config.project_id_filter
 
     def admit(session: ImportSession) -> None:
-        """Before this step starts the run row: a project filter on another developer is refused."""
+        """Before this step starts the run row: a project filter on another developer is refused,
+        and so is a re-execution whose import run has Completed (a second resume)."""
+        if is_reexecution(context.run):
+            with session.engine.connect() as conn:
+                latest = runs.latest_run_of_correlation(conn, session.correlation_id)
+            refusal = runs.resume_refusal(session.correlation_id, latest)
+            if refusal:
+                raise Refused(refusal, IMPORT_INVALID_REQUEST)
         if project_id:
             owners = [developer for developer, _ in session.source.developers(project_id)]
             refusal = mixed_filters_refusal(project_id, keys, owners)
@@ -117,7 +152,8 @@ def step_session(
         session.join(admit=admit)
     except ChessboardError as error:
         session.close()
-        raise dg.Failure(description=error.line()) from None
+        # a run another step ended stays ended: no attempt of the step's retry policy would join it
+        raise dg.Failure(description=error.line(), allow_retries=not isinstance(error, RunEnded)) from None
     except BaseException:
         session.close()
         raise

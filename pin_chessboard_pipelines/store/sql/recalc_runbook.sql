@@ -1,5 +1,5 @@
 -- The recalc runbook by clicks (docs/project-aggregates-recalc.md#runbook): finding a project by
--- what an operator knows of it, and the queue's status with the oldest due rows.
+-- what an operator knows of it, and the queue's status with its oldest rows.
 
 -- name: find_projects
 -- A project by PIN id or Talent id (:uuid, NULL when the reference is no UUID) or by name (exact,
@@ -22,18 +22,19 @@ FROM chessboard.project_recalc_requests AS r
 WHERE r.import_run_id IS NOT NULL
   AND EXISTS (SELECT 1 FROM chessboard.talent_import_runs i WHERE i.id = r.import_run_id AND chessboard.import_run_alive(i, :alive_seconds))
 
--- name: oldest_due_rows
--- The :limit rows whose DueAt has passed the longest, with their project's name and state:
--- poison (AttemptCount >= :poison_attempts), held (by a Running import run) or due.
+-- name: oldest_rows
+-- The :limit rows with the earliest DueAt, due or not, with their project's name and state:
+-- poison (AttemptCount >= :poison_attempts), held (by a Running import run), due (DueAt passed)
+-- or waiting (DueAt still ahead: the debounce).
 SELECT r.project_id, p.name, p.external_talent_id, r.due_at, r.first_requested_at, r.requested_count,
        r.last_reason, r.attempt_count, r.last_error,
        CASE WHEN r.attempt_count >= :poison_attempts THEN 'poison'
             WHEN r.import_run_id IS NOT NULL AND EXISTS (
                 SELECT 1 FROM chessboard.talent_import_runs i
                 WHERE i.id = r.import_run_id AND chessboard.import_run_alive(i, :alive_seconds)) THEN 'held'
-            ELSE 'due' END AS state
+            WHEN r.due_at <= now() THEN 'due'
+            ELSE 'waiting' END AS state
 FROM chessboard.project_recalc_requests AS r
 LEFT JOIN chessboard.projects AS p ON p.id = r.project_id
-WHERE r.due_at <= now()
 ORDER BY r.due_at, r.project_id
 LIMIT :limit
