@@ -187,8 +187,9 @@ def test_one_partition_resyncs_one_developer(env, engine, caplog):
     assert objects == SPEC.projects_per_developer * SPEC.objects_per_project
 
 
-@pytest.mark.slow
-def test_re_execute_from_failure_resumes_the_same_import_run(env, engine, monkeypatch):
+@pytest.fixture
+def failing(monkeypatch) -> dict[str, bool]:
+    """The PropertyObjects apply fails while `failing["on"]` (as a store gone away would)."""
     failing = {"on": True}
     real_apply = runner.apply_snapshots
 
@@ -198,6 +199,11 @@ def test_re_execute_from_failure_resumes_the_same_import_run(env, engine, monkey
         return real_apply(conn, entity, items, ctx)
 
     monkeypatch.setattr(runner, "apply_snapshots", apply)
+    return failing
+
+
+@pytest.mark.slow
+def test_re_execute_from_failure_resumes_the_same_import_run(env, engine, monkeypatch, failing):
     monkeypatch.setenv("CHESSBOARD_IMPORT_PAGE_SIZE", "4")
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(PARTITION, _developers())
@@ -244,16 +250,9 @@ def test_re_execute_from_failure_resumes_the_same_import_run(env, engine, monkey
 
 
 @pytest.mark.slow
-def test_a_re_executed_backfill_resumes_its_import_and_a_second_one_is_refused(env, engine, monkeypatch):
-    failing = {"on": True}
-    real_apply = runner.apply_snapshots
-
-    def apply(conn, entity, items, ctx):
-        if failing["on"] and entity == "propertyObject":
-            raise RuntimeError("the store went away")
-        return real_apply(conn, entity, items, ctx)
-
-    monkeypatch.setattr(runner, "apply_snapshots", apply)
+def test_a_re_executed_backfill_resumes_its_import_and_a_second_one_is_refused(
+    env, engine, monkeypatch, failing
+):
     partitions = _range_tags(_developers())
     # the tags the backfill daemon gives the runs of a backfill and of its re-executions
     backfill = {"dagster/backfill": "first"}
