@@ -331,6 +331,16 @@ def until_of(tag: str) -> float:
         return datetime.fromisoformat(tag).timestamp()
 
 
+def _as_result(evaluation: dg.AssetCheckEvaluation) -> dg.AssetCheckResult:
+    """A check's evaluation as the result its asset check function returns."""
+    return dg.AssetCheckResult(
+        passed=evaluation.passed,
+        severity=evaluation.severity,
+        description=evaluation.description,
+        metadata=evaluation.metadata,
+    )
+
+
 @dg.asset_check(
     asset=AGGREGATES.key,
     name=AUDIT_CHECK,
@@ -340,12 +350,7 @@ def aggregates_audit_check(chessboard: ChessboardResource) -> dg.AssetCheckResul
     """The hourly audit; each drain that materializes the aggregates evaluates it too."""
     with chessboard.engine.connect() as conn:
         evaluation = _audit_evaluation(conn)
-    return dg.AssetCheckResult(
-        passed=evaluation.passed,
-        severity=evaluation.severity,
-        description=evaluation.description,
-        metadata=evaluation.metadata,
-    )
+    return _as_result(evaluation)
 
 
 def _audit_evaluation(conn: Any) -> dg.AssetCheckEvaluation:
@@ -379,13 +384,7 @@ def _audit_evaluation(conn: Any) -> dg.AssetCheckEvaluation:
 def poison_rows_check(chessboard: ChessboardResource) -> dg.AssetCheckResult:
     with chessboard.engine.connect() as conn:
         rows = poison_rows(conn, chessboard.settings.recalc_poison_attempts)
-    evaluation = _poison_evaluation(rows)
-    return dg.AssetCheckResult(
-        passed=evaluation.passed,
-        severity=evaluation.severity,
-        description=evaluation.description,
-        metadata=evaluation.metadata,
-    )
+    return _as_result(_poison_evaluation(rows))
 
 
 chessboard_aggregates_audit = dg.define_asset_job(
