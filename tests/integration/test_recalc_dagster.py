@@ -102,7 +102,7 @@ def test_poison_rows_do_not_trigger_runs(db_url, engine, monkeypatch):
 
 
 def _run(db_url: str, instance: dg.DagsterInstance, **config) -> dg.ExecuteInProcessResult:
-    return recalc_job(1).execute_in_process(
+    return recalc_job().execute_in_process(
         instance=instance,
         resources=_resources(db_url),
         run_config=drain_run_config(1, config) if config else None,

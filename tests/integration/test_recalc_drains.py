@@ -15,7 +15,6 @@ from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.entities import PROJECT
 from pin_chessboard_pipelines.events.payloads import topic_of
 from pin_chessboard_pipelines.recalc.audit import audit
-from pin_chessboard_pipelines.settings import load_settings
 from tests.support.recalc_data import queue
 from tests.support.recalc_load import load
 
@@ -24,17 +23,30 @@ PROJECTS = 1500
 
 def two_drains() -> dg.JobDefinition:
     """The job as a step process rebuilds it (the store's URL from CHESSBOARD_DATABASE_URL)."""
-    return recalc_job(2, resource_defs={"chessboard": ChessboardResource()}).with_executor_def(
+    return recalc_job(resource_defs={"chessboard": ChessboardResource()}).with_executor_def(
         MULTIPROCESS_EXECUTOR
     )
 
 
-def test_the_drain_job_has_one_step_per_drain(monkeypatch):
-    monkeypatch.setenv("CHESSBOARD_RECALC_DRAINS", "3")
-    job = recalc_job(load_settings().recalc_drains)
-    assert sorted(node.name for node in job.graph.nodes) == ["drain_0", "drain_1", "drain_2"]
+def test_the_drain_job_has_the_same_steps_whatever_the_environment(monkeypatch):
+    shapes = []
+    for drains in ("1", "3"):
+        monkeypatch.setenv("CHESSBOARD_RECALC_DRAINS", drains)
+        shapes.append(sorted(node.name for node in recalc_job().graph.nodes))
+    assert shapes[0] == shapes[1] == sorted(["start_drains", *(f"drain_{i}" for i in range(16))])
     assert drain_op_names(2) == ["drain_0", "drain_1"]
-    assert set(drain_run_config(2, {"until_empty": True})["ops"]) == {"drain_0", "drain_1"}
+    assert set(drain_run_config(2, {"until_empty": True})["ops"]) == {"start_drains", "drain_0", "drain_1"}
+
+
+def test_a_run_starts_the_drains_of_the_environment_when_its_config_names_none(db_url, monkeypatch, tmp_path):
+    monkeypatch.setenv("CHESSBOARD_DATABASE_URL", db_url)
+    monkeypatch.setenv("CHESSBOARD_RECALC_DRAINS", "3")
+    job = recalc_job(resource_defs={"chessboard": ChessboardResource()})
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        result = job.execute_in_process(instance=instance)
+    assert result.success
+    started = sorted(e.step_key for e in result.all_events if e.is_step_success)
+    assert started == ["drain_0", "drain_1", "drain_2", "start_drains"]
 
 
 def test_two_drain_processes_in_one_run_recalculate_each_project_once(db_url, engine, monkeypatch, tmp_path):

@@ -2,8 +2,9 @@
 that make drift and poison rows visible on the `chessboard_aggregates` asset.
 
 Thin shells over recalc/: the loop is `recalc.drain.drain_until` (a run polls the queue for one time
-slot, `recalc.drain_timing`), the audit `recalc.audit.audit`. A run has CHESSBOARD_RECALC_DRAINS
-drain steps (`drain_0` ..), built when the definitions load; each claims its own rows.
+slot, `recalc.drain_timing`), the audit `recalc.audit.audit`. The job holds 16
+drain steps (`drain_0` ..); a run starts CHESSBOARD_RECALC_DRAINS of them (defs/fan_out.py), each
+claims its own rows.
 """
 
 import json
@@ -17,6 +18,7 @@ from pydantic import Field
 
 from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.defs.executors import concurrent_steps_config
+from pin_chessboard_pipelines.defs.fan_out import start_workers, worker_outputs
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import IN_PROGRESS, graceful_interrupts
 from pin_chessboard_pipelines.errors import RECALC_POISON
@@ -36,6 +38,8 @@ from pin_chessboard_pipelines.settings import load_settings
 
 JOB_NAME = "project_aggregates_recalc"
 OP_PREFIX = "drain_"  # the drain steps: drain_0 .. drain_{N-1}
+START_OP = "start_drains"  # the run's first step: starts N of the DRAINS_MAX drain steps
+DRAINS_MAX = 16  # CHESSBOARD_RECALC_DRAINS' upper bound (settings.py)
 SENSOR_NAME = "project_aggregates_recalc_sensor"
 AUDIT_JOB_NAME = "chessboard_aggregates_audit"
 SINGLETON_VALUE = "recalc-drain"
@@ -137,15 +141,37 @@ def drain_op_names(drains: int) -> list[str]:
 
 
 def drain_run_config(drains: int, config: dict[str, Any]) -> dict[str, Any]:
-    """Run config giving every drain step of the run the same config, all of them at once."""
+    """Run config starting `drains` drain steps, each with the same config, all of them at once."""
     return {
-        "ops": {name: {"config": config} for name in drain_op_names(drains)},
+        "ops": {
+            START_OP: {"config": {"drains": drains}},
+            **{name: {"config": config} for name in drain_op_names(drains)},
+        },
         **concurrent_steps_config(drains),
     }
 
 
+class DrainStartConfig(dg.Config):
+    drains: int | None = Field(
+        default=None,
+        ge=1,
+        le=DRAINS_MAX,
+        description="How many drain steps this run starts (the others are skipped); null: "
+        "CHESSBOARD_RECALC_DRAINS when the run starts.",
+    )
+
+
+@dg.op(
+    name=START_OP,
+    out=worker_outputs(DRAINS_MAX),
+    description="Starts the run's drain steps: as many as its config or CHESSBOARD_RECALC_DRAINS says.",
+)
+def start_drains(config: DrainStartConfig):
+    yield from start_workers(config.drains or load_settings().recalc_drains, DRAINS_MAX)
+
+
 def _drain_step(name: str, *, reports_poison: bool) -> dg.OpDefinition:
-    @dg.op(name=name, out=dg.Out(dg.Nothing))
+    @dg.op(name=name, ins={"go": dg.In(dg.Nothing)}, out=dg.Out(dg.Nothing))
     def drain_step(
         context: dg.OpExecutionContext, config: RecalcDrainConfig, chessboard: ChessboardResource
     ) -> dg.Output:
@@ -227,21 +253,24 @@ def _report(
             context.log_event(_audit_evaluation(conn))  # type: ignore[arg-type]
 
 
-def recalc_job(drains: int = 1, resource_defs: dict[str, Any] | None = None) -> dg.JobDefinition:
-    """The drain job with `drains` drain steps (CHESSBOARD_RECALC_DRAINS): steps of one run, so the
-    run count per hour stays the slot's (docs/project-aggregates-recalc.md#drain); the executor
-    (the definitions' own) decides whether they run as threads of one process or OS processes."""
-    steps = [_drain_step(name, reports_poison=i == 0) for i, name in enumerate(drain_op_names(drains))]
+def recalc_job(resource_defs: dict[str, Any] | None = None) -> dg.JobDefinition:
+    """The drain job: DRAINS_MAX drain steps of which a run starts CHESSBOARD_RECALC_DRAINS (or its
+    config's `drains`), the fan-out of defs/fan_out.py. Steps of one run, so the run count per hour
+    stays the slot's (docs/project-aggregates-recalc.md#drain); the executor (the definitions' own)
+    decides whether they run as threads of one process or OS processes."""
+    steps = [_drain_step(name, reports_poison=i == 0) for i, name in enumerate(drain_op_names(DRAINS_MAX))]
 
     @dg.job(
         name=JOB_NAME,
-        description=f"project-aggregates-recalc: {drains} drain(s) of project_recalc_requests' due rows.",
+        description="project-aggregates-recalc: drains of project_recalc_requests' due rows "
+        "(CHESSBOARD_RECALC_DRAINS of them, or the run config's `drains`).",
         tags={DRAIN_TAG: SINGLETON_VALUE},
         resource_defs=resource_defs,
     )
     def project_aggregates_recalc() -> None:
-        for step in steps:
-            step()
+        started = start_drains()
+        for index, step in enumerate(steps):
+            step(started[index])
 
     return project_aggregates_recalc
 
@@ -402,11 +431,10 @@ chessboard_aggregates_audit_schedule = dg.ScheduleDefinition(
 
 
 def definitions() -> dg.Definitions:
-    drains = load_settings().recalc_drains
     return dg.Definitions(
         assets=[AGGREGATES],
         asset_checks=[aggregates_audit_check, poison_rows_check],
-        jobs=[recalc_job(drains), chessboard_aggregates_audit],
+        jobs=[recalc_job(), chessboard_aggregates_audit],
         sensors=[project_aggregates_recalc_sensor],
         schedules=[chessboard_aggregates_audit_schedule],
     )

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
+from pin_chessboard_pipelines.defs.fan_out import start_workers, worker_outputs
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import graceful_interrupts
 from pin_chessboard_pipelines.defs.talent_import.checks import quarantine_check
@@ -179,8 +180,7 @@ def _plan(
     the page steps start, and "Re-execute from failure" runs them."""
     if not _terminated(context.instance, context.run.run_id):
         _join_plan(context, chessboard, config)
-    for index in range(min(config.processes, PROCESSES_MAX)):
-        yield dg.Output(None, _process_output(index))
+    yield from start_workers(config.processes, PROCESSES_MAX)
 
 
 def _join_plan(
@@ -312,10 +312,6 @@ def _run_started(context: dg.AssetExecutionContext) -> datetime:
     return datetime.fromtimestamp(started, UTC) if started else datetime.now(UTC) - timedelta(days=1)
 
 
-def _process_output(index: int) -> str:
-    return f"process_{index}"
-
-
 def _talent_source(stage: Entity) -> dg.AssetSpec:
     return dg.AssetSpec(
         TALENT_KEYS[stage.stage],
@@ -343,7 +339,7 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
     @dg.op(
         name=f"{name}_plan",
         ins=upstream,
-        out={_process_output(i): dg.Out(dg.Nothing, is_required=False) for i in range(PROCESSES_MAX)},
+        out=worker_outputs(PROCESSES_MAX),
         pool=POOL,
         tags=op_tags,
         description=f"Joins (or starts/resumes) the import run; one output per process of stage {stage.stage}",
