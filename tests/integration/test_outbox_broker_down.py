@@ -62,12 +62,12 @@ def own_broker():
             proc.wait(timeout=10)
 
 
-def write_rows(engine) -> dict[str, tuple[str, int]]:
-    """KEYS x VERSIONS rows, versions interleaved across keys; messageId -> (key, version)."""
+def write_rows(engine, versions: int = VERSIONS) -> dict[str, tuple[str, int]]:
+    """KEYS x versions rows, versions interleaved across keys; messageId -> (key, version)."""
     keys = [str(uuid.uuid4()) for _ in range(KEYS)]
     written = {}
     with engine.begin() as conn:
-        for version in range(1, VERSIONS + 1):
+        for version in range(1, versions + 1):
             events = [OutboxEvent(PROPERTY_OBJECT_UPSERTED, k, {"id": k, "version": version}) for k in keys]
             write_outbox(conn, events)
             written.update({str(e.message_id): (e.aggregate_id, version) for e in events})
@@ -114,7 +114,8 @@ def assert_delivered(events, written: dict[str, tuple[str, int]], expected_ids: 
 
 def test_frozen_broker_keeps_rows_pending_and_everything_arrives_after_it_resumes(engine, own_broker):
     bootstrap, broker = own_broker
-    written = write_rows(engine)
+    # 18,000 rows: the relay (about 3,000 rows/s at 100 a batch) is still busy when the broker dies
+    written = write_rows(engine, versions=600)
     relay = relay_for(engine, bootstrap)
     outcome = {}
     worker = threading.Thread(
@@ -151,7 +152,8 @@ def test_frozen_broker_keeps_rows_pending_and_everything_arrives_after_it_resume
 
 def test_killed_broker_restarts_empty_and_gets_every_unacknowledged_row(engine, own_broker):
     bootstrap, broker = own_broker
-    written = write_rows(engine)
+    # 18,000 rows: the relay (about 3,000 rows/s at 100 a batch) is still busy when the broker dies
+    written = write_rows(engine, versions=600)
     relay = relay_for(engine, bootstrap)
     outcome = {}
     worker = threading.Thread(target=lambda: outcome.update(result=relay.relay_pending()))

@@ -69,3 +69,27 @@ def test_the_module_builds_no_definitions_on_import():
 
     assert not isinstance(module.defs, dg.Definitions)
     assert isinstance(module.defs(), dg.Definitions)
+
+
+def test_every_job_has_the_same_snapshot_in_every_process():
+    """A CLI run is re-executed from the UI without a version warning only when the job's snapshot
+    id in the CLI process equals the code server's: nothing in a job may depend on the hash seed."""
+    import subprocess
+    import sys
+
+    program = (
+        "from pin_chessboard_pipelines.definitions import build_definitions\n"
+        "repo = build_definitions().get_repository_def()\n"
+        "print(sorted((j.name, j.get_job_snapshot_id()) for j in repo.get_all_jobs()))\n"
+    )
+    snapshots = [
+        subprocess.run(
+            [sys.executable, "-c", program],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    ]
+    assert snapshots[0] == snapshots[1]

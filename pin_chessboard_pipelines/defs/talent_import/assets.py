@@ -10,6 +10,7 @@ first `processes` page steps run (in OS processes or pods with the multiprocess 
 the others are skipped. Every step rebuilds its session from the database.
 """
 
+import inspect
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -384,20 +385,18 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
     ):
         yield from _barrier(stage, context, chessboard, talent_import)
 
-    def wire(started) -> dict:
+    def compose(**upstream_assets):
+        started = plan.with_hooks({stop_terminated_run})(**upstream_assets)
         done = [workers[i].with_hooks({stop_terminated_run})(started[i]) for i in range(PROCESSES_MAX)]
         ended = barrier.with_hooks({stop_terminated_run})(done)
         return {"result": ended.result, _check_output(key): getattr(ended, _check_output(key))}
 
-    # the graph's inputs are its function's parameters: the stage's Talent source, and its parent
-    # stage when it has one
-    def under_parent(talent, parent):
-        return wire(plan.with_hooks({stop_terminated_run})(talent=talent, parent=parent))
-
-    def first(talent):
-        return wire(plan.with_hooks({stop_terminated_run})(talent=talent))
-
-    compose = under_parent if parent else first
+    # the graph's inputs as keyword parameters, in the order of `upstream` (Dagster reads them from
+    # the signature; two plain functions gave an input order that changed with the hash seed, and
+    # with it the job's snapshot id between processes)
+    compose.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in upstream]
+    )
     compose.__name__ = name
     return dg.graph_asset(
         key=key,
