@@ -22,7 +22,10 @@ CHROMIUM_ARGS = [
 
 
 def dismiss_newsletter(page: Any) -> None:
-    """Dagster's prompt of a new instance shows up whenever it likes: skipped before any action."""
+    """Dagster's prompt of a new instance (its CommunityNux) is marked dismissed in the browser
+    before any page loads, as its Skip button does; should it show up all the same, it is skipped
+    before any action."""
+    page.add_init_script("window.localStorage.setItem('communityNux', JSON.stringify('1'))")
     page.add_locator_handler(
         page.get_by_text("Join the Dagster community"),
         lambda: page.get_by_role("button", name="Skip").click(force=True),

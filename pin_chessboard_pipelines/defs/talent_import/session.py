@@ -78,9 +78,10 @@ def import_correlation_id(instance: dg.DagsterInstance, run: dg.DagsterRun) -> s
     return origin.run_id
 
 
-def is_reexecution(run: dg.DagsterRun) -> bool:
-    """A re-execution of a run or of a backfill: it resumes an import, never starts one of its own."""
-    return bool(run.root_run_id or run.tags.get(ROOT_BACKFILL_TAG))
+def is_resume(run: dg.DagsterRun) -> bool:
+    """A re-execution from failure of a run, or a run of a re-executed backfill: it resumes an
+    import, never starts one of its own ("Re-execute all" of a run is a new import of its own)."""
+    return run.is_resume_retry or bool(run.tags.get(ROOT_BACKFILL_TAG))
 
 
 def developer_ids_of(context: dg.AssetExecutionContext) -> list[str]:
@@ -121,7 +122,7 @@ def step_session(
     def admit(session: ImportSession) -> None:
         """Before this step starts the run row: a project filter on another developer is refused,
         and so is a re-execution whose import run has Completed (a second resume)."""
-        if is_reexecution(context.run):
+        if is_resume(context.run):
             with session.engine.connect() as conn:
                 latest = runs.latest_run_of_correlation(conn, session.correlation_id)
             refusal = runs.resume_refusal(session.correlation_id, latest)
