@@ -80,8 +80,13 @@ def import_correlation_id(instance: dg.DagsterInstance, run: dg.DagsterRun) -> s
 
 def is_resume(run: dg.DagsterRun) -> bool:
     """A re-execution from failure of a run, or a run of a re-executed backfill: it resumes an
-    import, never starts one of its own ("Re-execute all" of a run is a new import of its own)."""
-    return run.is_resume_retry or bool(run.tags.get(ROOT_BACKFILL_TAG))
+    import, never starts one of its own. The UI tags a re-execution from failure; one through
+    Dagster's Python API (`ReexecutionOptions.from_failure`) runs a subset of its root run's steps.
+    "Re-execute all" of a run is a new import of its own."""
+    from_failure = run.is_resume_retry or (
+        run.root_run_id is not None and run.step_keys_to_execute is not None
+    )
+    return from_failure or bool(run.tags.get(ROOT_BACKFILL_TAG))
 
 
 def developer_ids_of(context: dg.AssetExecutionContext) -> list[str]:
