@@ -424,6 +424,7 @@ def test_a_second_re_execute_from_failure_starts_no_new_import(ui: Ui):
     if ui.terminated is None:
         pytest.skip("needs the terminated and resumed import of the terminate test")
     run_id, import_run_id, resumed_by = ui.terminated
+    # sensors keep drain, relay and sync runs going: the run may wait in the queue for one to end
     twice = ui.gql.query(
         """
         mutation R($parent: String!) {
@@ -434,7 +435,7 @@ def test_a_second_re_execute_from_failure_starts_no_new_import(ui: Ui):
         {"parent": run_id},
     )["launchRunReexecution"]["run"]["runId"]
     refusal = f"CHESSBOARD_IMPORT_INVALID_REQUEST: nothing to resume: import run {import_run_id}"
-    assert ui.gql.wait_for_run(twice, timeout=240)["status"] == "FAILURE", ui.stack.log_tail()
+    assert ui.gql.wait_for_run(twice, timeout=360)["status"] == "FAILURE", ui.stack.log_tail()
     assert [line.startswith(refusal) for line in _step_failures(ui, twice)] == [True]
     resumed = [r for r in ui.import_runs() if r["correlation_id"] == run_id]
     assert [(r["id"], r["dagster_run_id"]) for r in resumed] == [(import_run_id, resumed_by)]

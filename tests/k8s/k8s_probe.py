@@ -147,11 +147,11 @@ def step_job(values: dict[str, Any], run_config: dict[str, Any], kubeconfig: str
             executor=executor,
             output_capture=None,
         )
-        (step,) = plan.steps
+        step = plan.get_step_by_key("drain_0")  # one drain step: the pod a worker runs in
         context = StepHandlerContext(
             instance=instance,
             plan_context=plan_context,
-            steps=plan.steps,
+            steps=[step],
             execute_step_args=ExecuteStepArgs(origin, run.run_id, [step.key]),
         )
         events = list(handler.launch_step(context))

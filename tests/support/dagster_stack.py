@@ -200,8 +200,19 @@ class DagsterGraphQL:
             if run and run["status"] in statuses:
                 return run
             if time.monotonic() > deadline:
-                raise AssertionError(f"run {run_id} is {run and run['status']} after {timeout:.0f}s")
+                raise AssertionError(
+                    f"run {run_id} is {run and run['status']} after {timeout:.0f}s; {self._in_progress()}"
+                )
             time.sleep(0.2)
+
+    def _in_progress(self) -> str:
+        """The runs not finished, newest first: what a run that waits may be waiting for."""
+        runs = self.runs(statuses=["QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"], limit=20)
+        now = time.time()
+        return "runs in progress: " + (
+            ", ".join(f"{r['jobName']} {r['status']} for {now - r['creationTime']:.0f}s" for r in runs)
+            or "none"
+        )
 
     def terminate_run(self, run_id: str) -> None:
         data = self.query(
