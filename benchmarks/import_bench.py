@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -38,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import text  # noqa: E402
 
+from benchmarks.cpu import postmaster_pid, process_cpu_seconds  # noqa: E402
 from pin_chessboard_pipelines.runtime.embedded import admin_execute, ensure_database, free_port, wait_for_port  # noqa: E402
 from pin_chessboard_pipelines.store.engine import get_engine, libpq_url, with_database  # noqa: E402
 from pin_chessboard_pipelines.store.migrate import upgrade  # noqa: E402
@@ -100,10 +102,11 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def _copy_reference(
-    url: str, workdir: Path, table: str = "property_objects", where: str = "true"
+    url: str, workdir: Path, table: str = "property_objects", where: str = "true", foreign_keys: bool = False
 ) -> tuple[int, float]:
     """(rows, seconds) of COPY FROM of the imported rows of `table` (those `where` holds) into an
-    empty copy of it (same indexes, no checks)."""
+    empty copy of it (same indexes, no checks; `foreign_keys`: with the table's foreign keys too,
+    checked row by row as the replica's own are)."""
     import psycopg2
 
     dump = workdir / f"{table}.copy"
@@ -113,6 +116,14 @@ def _copy_reference(
         with conn, conn.cursor() as cur:
             cur.execute(f"DROP TABLE IF EXISTS {copy_table}")
             cur.execute(f"CREATE TABLE {copy_table} (LIKE chessboard.{table} INCLUDING ALL)")
+            if foreign_keys:
+                cur.execute(
+                    "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+                    "WHERE conrelid = %s::regclass AND contype = 'f'",
+                    (f"chessboard.{table}",),
+                )
+                for name, definition in cur.fetchall():
+                    cur.execute(f"ALTER TABLE {copy_table} ADD CONSTRAINT {name}_copy {definition}")
             with dump.open("w") as out:
                 cur.copy_expert(f"COPY (SELECT * FROM chessboard.{table} WHERE {where}) TO STDOUT", out)
         started = time.perf_counter()
@@ -134,22 +145,6 @@ def _outbox_reference(url: str, workdir: Path) -> tuple[int, float]:
     return _copy_reference(url, workdir, "outbox_messages", "topic LIKE 'pin.chessboard.property-object%'")
 
 
-def _cpu_seconds(pid: int) -> float:
-    """utime + stime of a process and of its waited-for children (a postmaster's exited backends)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
-def _postmaster_pid(url: str) -> int | None:
-    engine = get_engine(url)
-    with engine.connect() as conn:
-        data = conn.execute(text("SHOW data_directory")).scalar()
-    try:
-        return int(Path(data, "postmaster.pid").read_text().split()[0])
-    except (OSError, ValueError):
-        return None  # a server on another host: its CPU is not ours to read
-
-
 class _CountingSource(ApiPullSource):
     """The Talent API, counting the pages read again by cursor (the walk's reads are the listing)."""
 
@@ -160,28 +155,47 @@ class _CountingSource(ApiPullSource):
         return super().fetch_page(*args, **kwargs)
 
 
-def _count_statements(engine) -> list[int]:  # type: ignore[no-untyped-def]
+def _statement_kind(sql: str) -> str:
+    """A statement's verb and the first chessboard table it names: what its time is filed under."""
+    words = " ".join(sql.split())
+    verb = next((w for w in words.split() if w in {"SELECT", "INSERT", "UPDATE", "DELETE", "COPY"}), "?")
+    table = re.search(r"chessboard\.(\w+)", words)
+    if table:
+        return f"{verb} {table.group(1)}"
+    return "SELECT 1 (the pool's ping)" if words == "SELECT 1" else words[:40]
+
+
+def _count_statements(engine) -> tuple[list[int], dict[str, float]]:  # type: ignore[no-untyped-def]
     """Every statement and COPY this process sends through the engine's connections (SQLAlchemy's
-    and the raw bulk cursors alike, pool pings included): a cursor class that counts."""
+    and the raw bulk cursors alike, pool pings included), and the wall seconds spent in each kind
+    (_statement_kind): a cursor class that counts and times."""
     import psycopg2.extensions
     from sqlalchemy import event
 
     counter = [0]
+    seconds: dict[str, float] = {}
+
+    def timed(sql, call):  # type: ignore[no-untyped-def]
+        counter[0] += 1
+        started = time.perf_counter()
+        try:
+            return call()
+        finally:
+            kind = _statement_kind(str(sql))
+            seconds[kind] = seconds.get(kind, 0.0) + time.perf_counter() - started
 
     class CountingCursor(psycopg2.extensions.cursor):
         def execute(self, query, vars=None):  # type: ignore[no-untyped-def]
-            counter[0] += 1
-            return super().execute(query, vars)
+            return timed(query, lambda: super(CountingCursor, self).execute(query, vars))
 
         def copy_expert(self, sql, file, size=8192):  # type: ignore[no-untyped-def]
-            counter[0] += 1
-            return super().copy_expert(sql, file, size)
+            return timed(sql, lambda: super(CountingCursor, self).copy_expert(sql, file, size))
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, record):  # type: ignore[no-untyped-def]
         dbapi_connection.cursor_factory = CountingCursor
 
-    return counter
+    return counter, seconds
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -194,7 +208,7 @@ def _worker(args: argparse.Namespace) -> int:
         _CountingSource(args.sim_url),
         options=ImportOptions(lock_timeout_seconds=5),
     )
-    statements = _count_statements(session.engine)
+    statements, statement_seconds = _count_statements(session.engine)
     try:
         session.join()
         report = session.work_stage(BY_STAGE[args.worker])
@@ -202,7 +216,12 @@ def _worker(args: argparse.Namespace) -> int:
         session.close()
     Path(args.stats).write_text(
         json.dumps(
-            {"statements": statements[0], "pages": report.pages_processed, "fetched": _CountingSource.fetched}
+            {
+                "statements": statements[0],
+                "statement_seconds": statement_seconds,
+                "pages": report.pages_processed,
+                "fetched": _CountingSource.fetched,
+            }
         )
     )
     return 0
@@ -222,11 +241,11 @@ def _import_on_processes(args: argparse.Namespace, url: str, sim_url: str, proce
     seconds: dict[str, float] = {}
     stats: dict[str, list[dict]] = {}
     cpu: dict[str, tuple[float, float]] = {}  # stage -> (PostgreSQL, workers) CPU seconds
-    postmaster = _postmaster_pid(url)
+    postmaster = postmaster_pid(url)
     try:
         for stage in ENTITIES:
             stage_started = time.perf_counter()
-            pg_before = _cpu_seconds(postmaster) if postmaster else float("nan")
+            pg_before = process_cpu_seconds(postmaster) if postmaster else float("nan")
             children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
             stats_files = [Path(tempfile.mkstemp(prefix="import-bench-stats-")[1]) for _ in range(processes)]
             command = [
@@ -250,7 +269,7 @@ def _import_on_processes(args: argparse.Namespace, url: str, sim_url: str, proce
                 raise SystemExit(f"a worker of stage {stage.stage} failed")
             children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu[stage.stage] = (
-                (_cpu_seconds(postmaster) - pg_before) if postmaster else float("nan"),
+                (process_cpu_seconds(postmaster) - pg_before) if postmaster else float("nan"),
                 (children_after.ru_utime + children_after.ru_stime)
                 - (children_before.ru_utime + children_before.ru_stime),
             )
@@ -281,19 +300,22 @@ def _bench_processes(args: argparse.Namespace) -> int:
     try:
         for processes in [int(p) for p in args.processes.split(",")]:
             url = _database(keep)
-            postmaster = _postmaster_pid(url)
-            pg_before = _cpu_seconds(postmaster) if postmaster else 0.0
-            sim_before = _cpu_seconds(sim.pid)
+            postmaster = postmaster_pid(url)
+            pg_before = process_cpu_seconds(postmaster) if postmaster else 0.0
+            sim_before = process_cpu_seconds(sim.pid)
             children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
             run = _import_on_processes(args, url, sim_url, processes)
             children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
             run["cpu_workers"] = (children_after.ru_utime + children_after.ru_stime) - (
                 children_before.ru_utime + children_before.ru_stime
             )
-            run["cpu_simulator"] = _cpu_seconds(sim.pid) - sim_before
-            run["cpu_postgres"] = (_cpu_seconds(postmaster) - pg_before) if postmaster else float("nan")
+            run["cpu_simulator"] = process_cpu_seconds(sim.pid) - sim_before
+            run["cpu_postgres"] = (
+                (process_cpu_seconds(postmaster) - pg_before) if postmaster else float("nan")
+            )
             with tempfile.TemporaryDirectory(prefix="import-bench-") as workdir:
                 run["copy"] = _copy_reference(url, Path(workdir))
+                run["copy_fk"] = _copy_reference(url, Path(workdir), foreign_keys=True)
                 run["outbox_copy"] = _outbox_reference(url, Path(workdir))
             with get_engine(url).connect() as conn:
                 run["claimed_elsewhere"] = conn.execute(
@@ -346,6 +368,23 @@ def _bench_processes(args: argparse.Namespace) -> int:
             f"   PropertyObjects: CPU per object PostgreSQL {pg_cpu / objects * 1e6:.0f} µs, workers "
             f"{workers_cpu / objects * 1e6:.0f} µs; {statements / pages:.1f} statements per page "
             f"({statements:,} over {pages} pages, every one the stage's processes sent)"
+        )
+        spent: dict[str, float] = {}
+        for worker in object_stats:
+            for kind, seconds in worker["statement_seconds"].items():
+                spent[kind] = spent.get(kind, 0.0) + seconds
+        total = sum(spent.values()) or 1.0
+        top = sorted(spent.items(), key=lambda kv: -kv[1])[:8]
+        print(
+            f"   PropertyObjects: the processes' threads waited {total:.1f} s on statements (commits not "
+            "included), of it: " + ", ".join(f"{kind} {seconds / total:.0%}" for kind, seconds in top)
+        )
+        fk_rows, fk_seconds = run["copy_fk"]
+        print(
+            f"   COPY with the replica's foreign keys: {fk_rows / fk_seconds:,.0f} rows/s, ratio "
+            f"{rate / (fk_rows / fk_seconds):.3f}; COPY floor with foreign keys "
+            f"{copy_seconds / (fk_seconds + outbox_seconds):.3f} (of the ratio above: COPYing the objects "
+            "with their foreign keys and their outbox rows, nothing else, on one core)"
         )
         print(
             f"   pages by where their items came from: {run['read_from']}; claimed by another process than "

@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import Producer, TopicPartition  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
+from benchmarks.cpu import own_cpu_seconds, postmaster_pid, tree_cpu_seconds  # noqa: E402
 from pin_chessboard_pipelines.events.messages import batch_headers, message_values, producer_config  # noqa: E402
 from pin_chessboard_pipelines.events.outbox import OutboxEvent, write_outbox  # noqa: E402
 from pin_chessboard_pipelines.events.payloads import PROPERTY_OBJECT_UPSERTED, topic_of  # noqa: E402
@@ -92,6 +93,42 @@ def _broker(args: argparse.Namespace) -> str:
     return f"127.0.0.1:{port}"
 
 
+class CpuMeter:
+    """CPU seconds over a measured span: this process (its client library's threads included), the
+    PostgreSQL server (its postmaster and every backend) and the broker, when they run on this machine."""
+
+    def __init__(self, url: str, broker_pid: int | None) -> None:
+        self.url = url
+        self.pids = {"PostgreSQL": postmaster_pid(url), "broker": broker_pid}
+
+    def _read(self) -> dict[str, float]:
+        out = {"this process": own_cpu_seconds()}
+        out.update({name: tree_cpu_seconds(pid) for name, pid in self.pids.items() if pid is not None})
+        return out
+
+    def __enter__(self) -> CpuMeter:
+        self.started, self.before = time.perf_counter(), self._read()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        after = self._read()
+        self.seconds = time.perf_counter() - self.started
+        self.cpu = {name: after[name] - self.before[name] for name in after}
+
+    def line(self, messages: int) -> str:
+        """Where the CPU went, per message, against the machine's core-seconds of the span."""
+        cores = os.cpu_count() or 1
+        parts = ", ".join(
+            f"{name} {seconds:.1f} s ({seconds / messages * 1e6:.1f} µs/msg)"
+            for name, seconds in self.cpu.items()
+        )
+        used = sum(self.cpu.values())
+        return (
+            f"CPU {parts}; {used:.1f} of {cores * self.seconds:.1f} core-seconds "
+            f"({used / (cores * self.seconds):.0%} of {cores} cores)"
+        )
+
+
 def fill(url: str, rows: int) -> float:
     """`rows` pending rows in the outbox; seconds it took."""
     engine = get_engine(url)
@@ -112,7 +149,7 @@ def fill(url: str, rows: int) -> float:
     return time.perf_counter() - started
 
 
-def raw_producer(url: str, bootstrap: str, chunk: int = 50_000) -> dict[str, float]:
+def raw_producer(url: str, bootstrap: str, broker_pid: int | None, chunk: int = 50_000) -> dict:
     """The pending rows as the relay sends them, produced by a bare producer (the baseline)."""
     engine = get_engine(url)
     query = queries("outbox")["outbox_pending_batch"]
@@ -135,29 +172,33 @@ def raw_producer(url: str, bootstrap: str, chunk: int = 50_000) -> dict[str, flo
         )
     )
     producer.list_topics(timeout=10)  # connected before the clock starts
-    started = time.perf_counter()
-    produce = producer.produce
-    for topic, value, key, headers in messages:
-        while True:
-            try:
-                produce(topic, value, key, headers=headers)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    left = producer.flush(120)
-    seconds = time.perf_counter() - started
+    with CpuMeter(url, broker_pid) as meter:
+        started = time.perf_counter()
+        produce = producer.produce
+        for topic, value, key, headers in messages:
+            while True:
+                try:
+                    produce(topic, value, key, headers=headers)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        left = producer.flush(120)
+        seconds = time.perf_counter() - started
     if left or errors:
         raise SystemExit(f"raw producer: {left} unacknowledged, {len(errors)} failed ({errors[:1]})")
     return {
         "rows": len(messages),
         "seconds": round(seconds, 2),
         "messages_per_second": round(len(messages) / seconds),
+        "cpu": meter.line(len(messages)),
     }
 
 
-def throughput(url: str, bootstrap: str, rows: int, batch_size: int, fill_seconds: float) -> dict[str, float]:
+def throughput(
+    url: str, bootstrap: str, broker_pid: int | None, rows: int, batch_size: int, fill_seconds: float
+) -> dict:
     engine = get_engine(url)
-    with OutboxRelay(engine, bootstrap, batch_size=batch_size) as relay:
+    with CpuMeter(url, broker_pid) as meter, OutboxRelay(engine, bootstrap, batch_size=batch_size) as relay:
         result = relay.relay_pending(until_empty=True, max_seconds=3600)
     with engine.connect() as conn:
         left = conn.execute(
@@ -171,6 +212,7 @@ def throughput(url: str, bootstrap: str, rows: int, batch_size: int, fill_second
         "relay_seconds": round(result.seconds, 2),
         "messages_per_second": round(result.messages_per_second),
         "batches": result.batches,
+        "cpu": meter.line(rows),
     }
 
 
@@ -249,19 +291,21 @@ def main() -> None:
     parser.add_argument("--lag-rate", type=float, default=200.0, help="commits per second in the lag run")
     args = parser.parse_args()
     url, bootstrap = _database(args), _broker(args)
+    tansu = getattr(args, "_tansu", None)
+    broker_pid = None if tansu is None else tansu.pid
     try:
         fill_seconds = fill(url, args.rows)
-        raw = raw_producer(url, bootstrap)
+        raw = raw_producer(url, bootstrap, broker_pid)
         print(
             f"raw producer (baseline): {raw['rows']} messages in {raw['seconds']} s = "
-            f"{raw['messages_per_second']} messages/s"
+            f"{raw['messages_per_second']} messages/s\n  {raw['cpu']}"
         )
-        t = throughput(url, bootstrap, args.rows, args.batch_size, fill_seconds)
+        t = throughput(url, bootstrap, broker_pid, args.rows, args.batch_size, fill_seconds)
         print(
             f"relay throughput: {t['rows']} rows in {t['relay_seconds']} s = {t['messages_per_second']} messages/s "
             f"({t['batches']} batches of {args.batch_size}; fill {t['fill_seconds']} s); "
             f"relay/raw = {t['messages_per_second'] / raw['messages_per_second']:.2f}x; "
-            f"target >= 50000 -> {t['messages_per_second'] / 50000:.2f}x"
+            f"target >= 50000 -> {t['messages_per_second'] / 50000:.2f}x\n  {t['cpu']}"
         )
         lg = lag(url, bootstrap, args.lag_seconds, args.lag_rate)
         print(
