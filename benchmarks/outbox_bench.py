@@ -93,6 +93,16 @@ def _broker(args: argparse.Namespace) -> str:
     return f"127.0.0.1:{port}"
 
 
+# What PostgreSQL did over a span: WAL written, full-page images (the first change of a page after a
+# checkpoint), checkpoints, and blocks read from outside shared buffers.
+SERVER_COUNTERS = """
+SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 AS wal_bytes, w.wal_fpi::float8 AS wal_fpi,
+       (c.num_timed + c.num_requested)::float8 AS checkpoints,
+       (SELECT sum(blks_read) FROM pg_stat_database)::float8 AS blks_read
+FROM pg_stat_wal AS w, pg_stat_checkpointer AS c
+"""
+
+
 class CpuMeter:
     """CPU seconds over a measured span: this process (its client library's threads included), the
     PostgreSQL server (its postmaster and every backend) and the broker, when they run on this machine."""
@@ -106,7 +116,12 @@ class CpuMeter:
         out.update({name: tree_cpu_seconds(pid) for name, pid in self.pids.items() if pid is not None})
         return out
 
+    def _server(self) -> dict[str, float]:
+        with get_engine(self.url).connect() as conn:
+            return dict(conn.execute(text(SERVER_COUNTERS)).mappings().one())
+
     def __enter__(self) -> CpuMeter:
+        self.server_before = self._server()
         self.started, self.before = time.perf_counter(), self._read()
         return self
 
@@ -114,6 +129,11 @@ class CpuMeter:
         after = self._read()
         self.seconds = time.perf_counter() - self.started
         self.cpu = {name: after[name] - self.before[name] for name in after}
+        # a backend reports its statistics when it goes idle or exits: close the pool's sessions first
+        get_engine(self.url).dispose()
+        time.sleep(0.5)
+        server_after = self._server()
+        self.server = {name: server_after[name] - self.server_before[name] for name in server_after}
 
     def line(self, messages: int) -> str:
         """Where the CPU went, per message, against the machine's core-seconds of the span."""
@@ -123,10 +143,22 @@ class CpuMeter:
             for name, seconds in self.cpu.items()
         )
         used = sum(self.cpu.values())
+        server = self.server
         return (
             f"CPU {parts}; {used:.1f} of {cores * self.seconds:.1f} core-seconds "
-            f"({used / (cores * self.seconds):.0%} of {cores} cores)"
+            f"({used / (cores * self.seconds):.0%} of {cores} cores)\n"
+            f"  PostgreSQL: WAL {server['wal_bytes'] / messages:.0f} bytes/msg, "
+            f"{server['wal_fpi'] / messages:.2f} full-page images/msg, {server['checkpoints']:.0f} checkpoints; "
+            f"{server['blks_read'] / messages:.2f} blocks read outside shared buffers/msg "
+            f"(max_wal_size {self.settings['max_wal_size']}, shared_buffers {self.settings['shared_buffers']})"
         )
+
+    @property
+    def settings(self) -> dict[str, str]:
+        with get_engine(self.url).connect() as conn:
+            return {
+                name: conn.execute(text(f"SHOW {name}")).scalar_one() for name in ("max_wal_size", "shared_buffers")
+            }
 
 
 def fill(url: str, rows: int) -> float:
@@ -289,8 +321,17 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
     parser.add_argument("--lag-seconds", type=float, default=10.0)
     parser.add_argument("--lag-rate", type=float, default=200.0, help="commits per second in the lag run")
+    parser.add_argument(
+        "--max-wal-size",
+        help="set the server's max_wal_size (ALTER SYSTEM, reloaded) before the runs, e.g. 8GB; "
+        "the embedded server's default is PostgreSQL's 1GB",
+    )
     args = parser.parse_args()
     url, bootstrap = _database(args), _broker(args)
+    if args.max_wal_size:
+        with get_engine(url).connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text(f"ALTER SYSTEM SET max_wal_size = '{args.max_wal_size}'"))
+            conn.execute(text("SELECT pg_reload_conf()"))
     tansu = getattr(args, "_tansu", None)
     broker_pid = None if tansu is None else tansu.pid
     try:
