@@ -12,10 +12,12 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+OUTPUT_PREFIX = "process_"
+
 
 def output_name(index: int) -> str:
     """The first step's output that starts worker `index`."""
-    return f"process_{index}"
+    return f"{OUTPUT_PREFIX}{index}"
 
 
 def worker_outputs(most: int) -> dict[str, dg.Out]:

@@ -1,0 +1,48 @@
+"""The jobs' console logger: one line per event, and no note for a worker the run did not start."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent(
+    """
+    import dagster as dg
+    from pin_chessboard_pipelines.defs.fan_out import start_workers, worker_outputs
+    from pin_chessboard_pipelines.cli.jobs import CONSOLE_LOGGER
+    from pin_chessboard_pipelines.defs.loggers import LOGGERS
+
+    @dg.op(out=worker_outputs(3))
+    def plan():
+        yield from start_workers(1, 3)
+
+    def worker(index):
+        @dg.op(name=f"worker_{index}", ins={"start": dg.In(dg.Nothing)})
+        def _worker(context):
+            context.log.info(f"worker {index} ran")
+            if index == 0:
+                raise RuntimeError("first line of the failure\\nsecond line")
+        return _worker
+
+    @dg.job(logger_defs=LOGGERS)
+    def fan():
+        starts = plan()
+        for index in range(3):
+            worker(index)(start=starts[index])
+
+    with dg.instance_for_test() as instance:
+        result = fan.execute_in_process(run_config=CONSOLE_LOGGER, instance=instance, raise_on_error=False)
+    skipped = sorted(e.step_key for e in result.all_events if e.event_type_value == "STEP_SKIPPED")
+    print(",".join(skipped))
+    """
+)
+
+
+def test_unstarted_workers_are_skipped_silently_and_a_failure_is_one_line():
+    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "worker_1,worker_2", done.stderr  # Dagster did skip them
+    assert "worker 0 ran" in done.stderr
+    assert "Skipping step" not in done.stderr, done.stderr
+    assert "STEP_FAILURE" in done.stderr and "RUN_FAILURE" in done.stderr
+    assert "second line" not in done.stderr, done.stderr
