@@ -39,15 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import text  # noqa: E402
 
+from benchmarks import servers  # noqa: E402
 from benchmarks.cpu import postmaster_pid, process_cpu_seconds, tree_cpu_seconds  # noqa: E402
-from benchmarks.servers import (  # noqa: E402
-    add_pg_setting_argument,
-    check_pg_settings,
-    counters_line,
-    counters_since,
-    embedded_postgres,
-    server_counters,
-)
 from pin_chessboard_pipelines.runtime.embedded import admin_execute, ensure_database, free_port, wait_for_port  # noqa: E402
 from pin_chessboard_pipelines.store.engine import get_engine, libpq_url, with_database  # noqa: E402
 from pin_chessboard_pipelines.store.migrate import upgrade  # noqa: E402
@@ -63,7 +56,7 @@ def _database(keep: list, settings: list[str]) -> str:
     if given:
         admin = with_database(given, "postgres")
     else:
-        server = embedded_postgres("import-bench-pg-", settings)
+        server = servers.embedded_postgres("import-bench-pg-", settings)
         keep.append(server)
         admin = server.get_uri()
     admin_execute(admin, f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
@@ -251,7 +244,7 @@ def _import_on_processes(args: argparse.Namespace, url: str, sim_url: str, proce
         for stage in ENTITIES:
             stage_started = time.perf_counter()
             pg_before = tree_cpu_seconds(postmaster) if postmaster else float("nan")
-            server_before = server_counters(url)
+            server_before = servers.server_counters(url)
             children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
             stats_files = [Path(tempfile.mkstemp(prefix="import-bench-stats-")[1]) for _ in range(processes)]
             command = [
@@ -274,7 +267,9 @@ def _import_on_processes(args: argparse.Namespace, url: str, sim_url: str, proce
             if any(w.wait() for w in workers):
                 raise SystemExit(f"a worker of stage {stage.stage} failed")
             children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            server[stage.stage] = counters_since(url, server_before)  # the workers' sessions have ended
+            server[stage.stage] = servers.counters_since(
+                url, server_before
+            )  # the workers' sessions have ended
             cpu[stage.stage] = (
                 (tree_cpu_seconds(postmaster) - pg_before) if postmaster else float("nan"),
                 (children_after.ru_utime + children_after.ru_stime)
@@ -320,7 +315,7 @@ def _bench_processes(args: argparse.Namespace) -> int:
             )
             run["cpu_simulator"] = process_cpu_seconds(sim.pid) - sim_before
             run["cpu_postgres"] = (tree_cpu_seconds(postmaster) - pg_before) if postmaster else float("nan")
-            run["server_line"] = counters_line(
+            run["server_line"] = servers.counters_line(
                 url,
                 run["stage_server"]["PropertyObjects"],
                 run["session"].reports["PropertyObjects"].counters.planned,
@@ -432,9 +427,9 @@ def main() -> int:
     parser.add_argument("--sim-url", help=argparse.SUPPRESS)
     parser.add_argument("--correlation-id", help=argparse.SUPPRESS)
     parser.add_argument("--stats", help=argparse.SUPPRESS)  # a worker process: where its figures go
-    add_pg_setting_argument(parser)
+    servers.add_pg_setting_argument(parser)
     args = parser.parse_args()
-    check_pg_settings(parser, args)
+    servers.check_pg_settings(parser, args)
     if args.worker:
         return _worker(args)
     if args.processes:

@@ -34,15 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import Producer, TopicPartition  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
+from benchmarks import servers  # noqa: E402
 from benchmarks.cpu import own_cpu_seconds, postmaster_pid, tree_cpu_seconds  # noqa: E402
-from benchmarks.servers import (  # noqa: E402
-    add_pg_setting_argument,
-    check_pg_settings,
-    counters_line,
-    counters_since,
-    embedded_postgres,
-    server_counters,
-)
 from pin_chessboard_pipelines.events.messages import batch_headers, message_values, producer_config  # noqa: E402
 from pin_chessboard_pipelines.events.outbox import OutboxEvent, write_outbox  # noqa: E402
 from pin_chessboard_pipelines.events.payloads import PROPERTY_OBJECT_UPSERTED, topic_of  # noqa: E402
@@ -78,7 +71,7 @@ def _database(args: argparse.Namespace) -> str:
     if given:
         url = ensure_database(with_database(given, "postgres"), "chessboard_outbox_bench")
     else:
-        server = embedded_postgres("outbox-bench-pg-", args.pg_setting)
+        server = servers.embedded_postgres("outbox-bench-pg-", args.pg_setting)
         url = ensure_database(server.get_uri(), "chessboard_outbox_bench")
         args._pg = server  # keep it alive
     upgrade(url)
@@ -110,7 +103,7 @@ class CpuMeter:
         return out
 
     def __enter__(self) -> CpuMeter:
-        self.server_before = server_counters(self.url)
+        self.server_before = servers.server_counters(self.url)
         self.started, self.before = time.perf_counter(), self._read()
         return self
 
@@ -121,7 +114,7 @@ class CpuMeter:
         # a backend reports its statistics when it goes idle or exits: close the pool's sessions first
         get_engine(self.url).dispose()
         time.sleep(0.5)
-        self.server = counters_since(self.url, self.server_before)
+        self.server = servers.counters_since(self.url, self.server_before)
 
     def line(self, messages: int) -> str:
         """Where the CPU went, per message, against the machine's core-seconds of the span."""
@@ -134,7 +127,7 @@ class CpuMeter:
         return (
             f"CPU {parts}; {used:.1f} of {cores * self.seconds:.1f} core-seconds "
             f"({used / (cores * self.seconds):.0%} of {cores} cores)\n"
-            f"  {counters_line(self.url, self.server, messages, 'msg')}"
+            f"  {servers.counters_line(self.url, self.server, messages, 'msg')}"
         )
 
 
@@ -298,9 +291,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
     parser.add_argument("--lag-seconds", type=float, default=10.0)
     parser.add_argument("--lag-rate", type=float, default=200.0, help="commits per second in the lag run")
-    add_pg_setting_argument(parser)
+    servers.add_pg_setting_argument(parser)
     args = parser.parse_args()
-    check_pg_settings(parser, args)
+    servers.check_pg_settings(parser, args)
     url, bootstrap = _database(args), _broker(args)
     tansu = getattr(args, "_tansu", None)
     broker_pid = None if tansu is None else tansu.pid

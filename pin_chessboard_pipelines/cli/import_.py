@@ -123,13 +123,13 @@ def run_import_command(
     import dagster as dg
 
     from pin_chessboard_pipelines.cli.jobs import execute_as_launched
+    from pin_chessboard_pipelines.defs.pools import ensure_pools
     from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB, PARTITIONS, TalentImportConfig
     from pin_chessboard_pipelines.defs.talent_import.partitions import (
         add_developer_partitions,
         frozen_partition_keys,
     )
     from pin_chessboard_pipelines.defs.talent_import.pool import (
-        ensure_import_pool,
         fail_runs_of_gone_imports,
         wait_for_import_pool,
     )
@@ -142,7 +142,7 @@ def run_import_command(
     # Outside the run queue: wait for an import run that holds the pool, then for the advisory
     # lock, within one CHESSBOARD_IMPORT_LOCK_TIMEOUT_SECONDS (docs/talent-initial-import.md#advisory-lock).
     started = time.monotonic()
-    ensure_import_pool(instance)
+    ensure_pools(instance)
     fail_runs_of_gone_imports(  # a killed import's run is not running; its held requests are released
         instance,
         database_url(settings),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -439,3 +440,20 @@ def test_a_second_re_execute_from_failure_starts_no_new_import(ui: Ui):
     assert [line.startswith(refusal) for line in _step_failures(ui, twice)] == [True]
     resumed = [r for r in ui.import_runs() if r["correlation_id"] == run_id]
     assert [(r["id"], r["dagster_run_id"]) for r in resumed] == [(import_run_id, resumed_by)]
+
+    # the group's "Materialize all" also took project_inventory_daily (the page shows it as the
+    # downstream neighbour of property_objects) and backfills every day of it once the import is
+    # done: its pool runs those one at a time, so they never filled the queue's slots before this run
+    backfill = ui.gql.run(run_id)["tags"]["dagster/backfill"]
+
+    def inventory_runs() -> list[dict[str, Any]] | None:
+        runs = ui.gql.runs(tags={"dagster/backfill": backfill}, limit=200)
+        days = [r for r in runs if re.fullmatch(r"\d{4}-\d{2}-\d{2}", r["tags"].get("dagster/partition", ""))]
+        return days or None
+
+    spans = sorted(
+        (r["startTime"], r["endTime"] or float("inf"))
+        for r in _poll(inventory_runs, 120, "inventory runs")
+        if r["startTime"]
+    )
+    assert all(end <= later for (_, end), (later, _) in zip(spans, spans[1:], strict=False)), spans

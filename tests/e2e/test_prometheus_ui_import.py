@@ -12,6 +12,7 @@ The Prometheus graph of the healthy import is saved as docs/prometheus-ui-import
 from __future__ import annotations
 
 import dataclasses
+import math
 import subprocess
 import time
 import urllib.parse
@@ -45,7 +46,7 @@ SPEC = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=3
 PROCESSES = 2
 RULES_DIR = Path(observability.__file__).parent / "rules"
 RULES = sorted(RULES_DIR.glob("*.yml"))
-REPLAY_SPEEDUP = 10
+REPLAYED_MINUTES = 12  # the replayed import outlasts the rules' 10-minute windows
 DOCS = PROJECT_ROOT / "docs"
 # a hang: each Talent answer takes longer than TALENT_API_TIMEOUT_SECONDS (30 s), so every read
 # times out and is retried (within the 600-second page budget) while the processes stay alive
@@ -113,9 +114,8 @@ def _launch_bootstrap(stack: DagsterStack) -> str:
 def test_a_ui_launched_import_reads_running_while_it_runs(
     stack: DagsterStack, prometheus: Prometheus, tmp_path: Path
 ):
-    """The series Prometheus recorded are then replayed to promtool, ten replayed seconds per
-    scraped second, so that the import outlasts the rules' windows: neither STUCK nor INTERRUPTED
-    fires for it."""
+    """The series Prometheus recorded are then replayed to promtool, stretched to 12 minutes so that
+    the import outlasts the rules' windows: neither STUCK nor INTERRUPTED fires for it."""
     began = time.time()
     wait_until(lambda: _value(prometheus, "max(chessboard_store_up)") == 1, 60, "store up")
     assert _value(prometheus, "max(chessboard_import_running)") == 0
@@ -284,14 +284,16 @@ def _promtool(folder: Path, series: dict[str, list[str]], cases: list[dict], spe
 
 def _replayed_rules_stay_quiet(prometheus: Prometheus, folder: Path, began: float) -> None:
     series = _recorded_series(prometheus, began, time.time())
-    # one scraped second = ten replayed seconds: the import lasts more than 10 replayed minutes,
-    # and a pause of the healthy import (a stage's barrier, step starts, the run's last steps) stays
-    # well inside STUCK's 10-minute window
-    minutes = (len(next(iter(series.values()))) - 1) * REPLAY_SPEEDUP // 60
+    # the recorded import is replayed at the speed that stretches it to REPLAYED_MINUTES, no faster:
+    # a pause of the healthy import (a stage's barrier, step starts on a loaded machine, the run's
+    # last steps) must last more than 10 / 12 of the whole import to reach STUCK's window
+    seconds = len(next(iter(series.values()))) - 1
+    speedup = max(1, math.ceil(REPLAYED_MINUTES * 60 / seconds))
+    minutes = seconds * speedup // 60
     assert minutes > 11, "the replayed import must outlast the rules' 10-minute windows"
     cases = [
         {"eval_time": f"{at}m", "alertname": alert, "exp_alerts": []}
         for at in range(1, minutes + 1)
         for alert in ("CHESSBOARD_IMPORT_STUCK", "CHESSBOARD_IMPORT_INTERRUPTED")
     ]
-    _promtool(folder, series, cases, REPLAY_SPEEDUP)
+    _promtool(folder, series, cases, speedup)

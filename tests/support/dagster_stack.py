@@ -210,7 +210,11 @@ class DagsterGraphQL:
         runs = self.runs(statuses=["QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"], limit=20)
         now = time.time()
         return "runs in progress: " + (
-            ", ".join(f"{r['jobName']} {r['status']} for {now - r['creationTime']:.0f}s" for r in runs)
+            ", ".join(
+                f"{r['jobName']} {r['runId'][:8]} {r['status']} for {now - r['creationTime']:.0f}s"
+                f" {_launched_by(r['tags'])}"
+                for r in runs
+            )
             or "none"
         )
 
@@ -394,6 +398,12 @@ class DagsterStack:
         for name, proc in self.processes.items():
             if proc.poll() is not None:
                 raise AssertionError(f"{name} exited with {proc.returncode}\n{self.log_tail()}")
+
+
+def _launched_by(tags: Mapping[str, str]) -> str:
+    """What launched a run, as its tags say: a backfill, a sensor, a schedule, a re-execution."""
+    keys = ("dagster/backfill", "dagster/sensor_name", "dagster/schedule_name", "dagster/parent_run_id")
+    return "{" + ", ".join(f"{key.split('/')[1]}={tags[key][:12]}" for key in keys if key in tags) + "}"
 
 
 @contextlib.contextmanager

@@ -38,6 +38,7 @@ from pin_chessboard_pipelines.defs.metadata import (
     column_schema,
     table_name,
 )
+from pin_chessboard_pipelines.defs.pools import INVENTORY_POOL
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.errors import AGGREGATES_DRIFT
 from pin_chessboard_pipelines.store.tables import project_inventory_daily as INVENTORY_TABLE
@@ -63,7 +64,7 @@ again replaces that day's rows). Each partition is the replica's state when it w
 from the replica only while it lasts (and an hour after); later, a materialization of it keeps the
 rows recorded on it (`as_of_source` history), and a past day with none is refused. Plots over days:
 `free_objects`, `free_value`, `median_free_price`. Refuses to run while the recalc audit reports
-drift."""
+drift. One run at a time (pool `project_inventory`)."""
 
 
 def utc_now() -> datetime:
@@ -125,6 +126,7 @@ def _drift_result(chessboard: ChessboardResource) -> dg.AssetCheckResult:
         dg.AssetDep("property_objects", partition_mapping=dg.AllPartitionMapping()),
     ],
     io_manager_key=IO_MANAGER_KEY,
+    pool=INVENTORY_POOL,  # a backfill of days runs them one at a time (defs/pools.py)
     kinds={"pandas", "postgres"},
     owners=list(OWNERS_BY_GROUP[GROUP]),
     tags={"domain": GROUP},

@@ -7,6 +7,7 @@ import dagster as dg
 from pydantic import Field
 
 from pin_chessboard_pipelines import entities
+from pin_chessboard_pipelines.defs.pools import IMPORT_POOL
 from pin_chessboard_pipelines.entities import ENTITIES, Entity
 
 GROUP = "talent_import"
@@ -21,7 +22,7 @@ STOP_PROBE_SECONDS = 0.25  # how often a step looks whether its run was terminat
 STUCK_SECONDS = 600  # alert: running without pages Done growing for 10 min (docs/talent-initial-import.md#metrics-logs-and-alerts)
 # dagster.yaml gives every pool one run at a time (granularity run): whatever launches an import
 # (Materialize all, a backfill, the job's launchpad, GraphQL), a second one waits in the queue.
-POOL = "talent_import"
+POOL = IMPORT_POOL
 # Every import run carries this tag (the job's runs from the start, asset runs from their first
 # stage): Runs, filtered by it, is the import's whole history.
 IMPORT_TAG = "pin/import"

@@ -1,5 +1,5 @@
-"""The import's pool (dagster.yaml `concurrency.pools`, granularity run): one import run at a time
-on every path (docs/talent-initial-import.md#advisory-lock).
+"""The import's pool (defs/pools.py): one import run at a time on every path
+(docs/talent-initial-import.md#advisory-lock).
 
 The run queue holds a second import launched from the UI, a backfill or GraphQL; the CLI runs in
 its own process, outside the queue, so it waits here for the runs that hold the pool and then on
@@ -29,19 +29,6 @@ HOLDING = [
     dg.DagsterRunStatus.STARTED,
     dg.DagsterRunStatus.CANCELING,
 ]
-
-
-def ensure_import_pool(instance: dg.DagsterInstance) -> None:
-    """Sets the pool's limit (dagster.yaml's default_limit) before a run needs it: the queue only
-    holds runs back on pools it already knows, so two imports queued on a fresh instance would
-    otherwise both start."""
-    storage = instance.event_log_storage
-    if storage.supports_global_concurrency_limits and POOL not in storage.get_concurrency_keys():
-        try:
-            storage.initialize_concurrency_limit_to_default(POOL)
-        except Exception:
-            if POOL not in storage.get_concurrency_keys():  # not another process setting it first
-                raise
 
 
 def import_runs_holding_pool(instance: dg.DagsterInstance, exclude: str | None = None) -> list[dg.DagsterRun]:

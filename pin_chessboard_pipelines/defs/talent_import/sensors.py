@@ -3,6 +3,7 @@ minute; the import run of a terminated or failed Dagster run ended with it."""
 
 import dagster as dg
 
+from pin_chessboard_pipelines.defs.pools import ensure_pools
 from pin_chessboard_pipelines.defs.resources import ChessboardResource, latest_materialization
 from pin_chessboard_pipelines.defs.talent_import.checks import stuck_evaluation
 from pin_chessboard_pipelines.defs.talent_import.config import (
@@ -15,7 +16,6 @@ from pin_chessboard_pipelines.defs.talent_import.partitions import (
     list_talent_developers,
     new_developer_partitions,
 )
-from pin_chessboard_pipelines.defs.talent_import.pool import ensure_import_pool
 from pin_chessboard_pipelines.talent.client import TalentSourceError
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.request import RunStatus
@@ -29,7 +29,7 @@ from pin_chessboard_pipelines.talent_import.request import RunStatus
     "first sight and its id, kept through renames)",
 )
 def talent_developers_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource):
-    ensure_import_pool(context.instance)  # the daemon's first tick: before anyone launches an import
+    ensure_pools(context.instance)  # the daemon's first tick: before anyone launches an import
     try:
         developers = list_talent_developers(chessboard.settings)
     except TalentSourceError as error:
