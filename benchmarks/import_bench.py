@@ -267,9 +267,8 @@ def _import_on_processes(args: argparse.Namespace, url: str, sim_url: str, proce
             if any(w.wait() for w in workers):
                 raise SystemExit(f"a worker of stage {stage.stage} failed")
             children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            server[stage.stage] = servers.counters_since(
-                url, server_before
-            )  # the workers' sessions have ended
+            # the workers' sessions have ended: their statistics are in
+            server[stage.stage] = servers.counters_since(url, server_before)
             cpu[stage.stage] = (
                 (tree_cpu_seconds(postmaster) - pg_before) if postmaster else float("nan"),
                 (children_after.ru_utime + children_after.ru_stime)

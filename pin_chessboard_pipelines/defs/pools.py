@@ -22,8 +22,9 @@ def ensure_pools(instance: dg.DagsterInstance) -> None:
     storage = instance.event_log_storage
     if not storage.supports_global_concurrency_limits:
         return
+    known = storage.get_concurrency_keys()
     for pool in POOLS:
-        if pool in storage.get_concurrency_keys():
+        if pool in known:
             continue
         try:
             storage.initialize_concurrency_limit_to_default(pool)

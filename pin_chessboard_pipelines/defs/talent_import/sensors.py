@@ -29,7 +29,7 @@ from pin_chessboard_pipelines.talent_import.request import RunStatus
     "first sight and its id, kept through renames)",
 )
 def talent_developers_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource):
-    ensure_pools(context.instance)  # the daemon's first tick: before anyone launches an import
+    ensure_pools(context.instance)  # the daemon's first tick: before an import or inventory run is queued
     try:
         developers = list_talent_developers(chessboard.settings)
     except TalentSourceError as error:
