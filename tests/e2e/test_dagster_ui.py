@@ -10,8 +10,8 @@ the screenshots the README shows (docs/ui-*.png).
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +26,7 @@ from pin_chessboard_pipelines.talent.simulator.server import SimulatorServer
 from tests.support.browser import (
     screenshot_when_settled,
 )
-from tests.support.dagster_stack import LOCATION, DagsterStack, stack_with_simulator
+from tests.support.dagster_stack import FINISHED, LOCATION, DagsterStack, stack_with_simulator
 from tests.support.polling import wait_until
 
 # Each test waits on the whole stack (webserver, daemon, run workers, browser) with deadlines that
@@ -419,6 +419,46 @@ def test_a_cli_relay_run_is_listed_under_its_job(ui: Ui):
     assert data["runOrError"]["pipelineSnapshotId"] == data["pipelineOrError"]["pipelineSnapshotId"]
 
 
+def test_the_inventory_backfills_its_days_one_run_at_a_time(ui: Ui):
+    """The group's "Materialize all" also takes project_inventory_daily (the page shows it as the
+    downstream neighbour of property_objects) and, when its backfill outlives the import, launches
+    every day of it: pool project_inventory (limit 1) runs those one at a time, beside the import
+    and the sensors' runs. A backfill of three days, as that one launches them."""
+    today = dt.datetime.now(dt.UTC).date()
+    days = [str(today - dt.timedelta(days=n)) for n in (3, 2, 1)]
+    backfill = ui.gql.query(
+        """
+        mutation B($params: LaunchBackfillParams!) {
+          launchPartitionBackfill(backfillParams: $params) {
+            __typename ... on LaunchBackfillSuccess { backfillId } ... on Error { message }
+          }
+        }""",
+        {"params": {"assetSelection": [{"path": ["project_inventory_daily"]}], "partitionNames": days}},
+    )["launchPartitionBackfill"]["backfillId"]
+
+    def finished_runs() -> list[dict[str, Any]] | None:
+        runs = ui.gql.query(
+            """
+            query R($filter: RunsFilter) {
+              runsOrError(filter: $filter) {
+                ... on Runs { results { status startTime endTime allPools tags { key value } } }
+              }
+            }""",
+            {"filter": {"tags": [{"key": "dagster/backfill", "value": backfill}]}},
+        )["runsOrError"]["results"]
+        done = len(runs) == len(days) and all(r["status"] in FINISHED for r in runs)
+        return runs if done else None
+
+    runs = _poll(finished_runs, 240, "the inventory backfill's three runs")
+    partitions = [next(t["value"] for t in r["tags"] if t["key"] == "dagster/partition") for r in runs]
+    assert sorted(partitions) == days
+    assert [r["allPools"] for r in runs] == [["project_inventory"]] * len(days)
+    with ui.stack.instance() as instance:
+        assert instance.event_log_storage.get_concurrency_info("project_inventory").slot_count == 1
+    spans = sorted((r["startTime"], r["endTime"]) for r in runs)
+    assert all(end <= later for (_, end), (later, _) in zip(spans, spans[1:], strict=False)), spans
+
+
 def test_a_second_re_execute_from_failure_starts_no_new_import(ui: Ui):
     """Last of the module: the refused run leaves the import's checks unevaluated in it (a
     re-executed backfill's run: tests/integration/test_import_dagster.py)."""
@@ -440,20 +480,3 @@ def test_a_second_re_execute_from_failure_starts_no_new_import(ui: Ui):
     assert [line.startswith(refusal) for line in _step_failures(ui, twice)] == [True]
     resumed = [r for r in ui.import_runs() if r["correlation_id"] == run_id]
     assert [(r["id"], r["dagster_run_id"]) for r in resumed] == [(import_run_id, resumed_by)]
-
-    # the group's "Materialize all" also took project_inventory_daily (the page shows it as the
-    # downstream neighbour of property_objects) and backfills every day of it once the import is
-    # done: its pool runs those one at a time, so they never filled the queue's slots before this run
-    backfill = ui.gql.run(run_id)["tags"]["dagster/backfill"]
-
-    def inventory_runs() -> list[dict[str, Any]] | None:
-        runs = ui.gql.runs(tags={"dagster/backfill": backfill}, limit=200)
-        days = [r for r in runs if re.fullmatch(r"\d{4}-\d{2}-\d{2}", r["tags"].get("dagster/partition", ""))]
-        return days or None
-
-    spans = sorted(
-        (r["startTime"], r["endTime"] or float("inf"))
-        for r in _poll(inventory_runs, 120, "inventory runs")
-        if r["startTime"]
-    )
-    assert all(end <= later for (_, end), (later, _) in zip(spans, spans[1:], strict=False)), spans
