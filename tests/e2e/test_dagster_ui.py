@@ -145,6 +145,47 @@ def test_lineage_from_the_talent_sources_to_the_events(ui: Ui, page):
     screenshot_when_settled(page, DOCS / "ui-lineage.png")  # the graph lays out
 
 
+def test_the_inventory_backfills_its_days_one_run_at_a_time(ui: Ui):
+    """The group's "Materialize all" also takes project_inventory_daily (the page shows it as the
+    downstream neighbour of property_objects) and, when its backfill outlives the import, launches
+    every day of it: pool project_inventory (limit 1) runs those one at a time, beside the import
+    and the sensors' runs. A backfill of three days, as that one launches them; before the tests
+    that click "Materialize all", whose inventory days would come first in the pool's queue."""
+    today = dt.datetime.now(dt.UTC).date()
+    days = [str(today - dt.timedelta(days=n)) for n in (3, 2, 1)]
+    backfill = ui.gql.query(
+        """
+        mutation B($params: LaunchBackfillParams!) {
+          launchPartitionBackfill(backfillParams: $params) {
+            __typename ... on LaunchBackfillSuccess { backfillId } ... on Error { message }
+          }
+        }""",
+        {"params": {"assetSelection": [{"path": ["project_inventory_daily"]}], "partitionNames": days}},
+    )["launchPartitionBackfill"]["backfillId"]
+
+    def finished_runs() -> list[dict[str, Any]] | None:
+        runs = ui.gql.query(
+            """
+            query R($filter: RunsFilter) {
+              runsOrError(filter: $filter) {
+                ... on Runs { results { status startTime endTime allPools tags { key value } } }
+              }
+            }""",
+            {"filter": {"tags": [{"key": "dagster/backfill", "value": backfill}]}},
+        )["runsOrError"]["results"]
+        done = len(runs) == len(days) and all(r["status"] in FINISHED for r in runs)
+        return runs if done else None
+
+    runs = _poll(finished_runs, 240, "the inventory backfill's three runs")
+    partitions = [next(t["value"] for t in r["tags"] if t["key"] == "dagster/partition") for r in runs]
+    assert sorted(partitions) == days
+    assert [r["allPools"] for r in runs] == [["project_inventory"]] * len(days)
+    with ui.stack.instance() as instance:
+        assert instance.event_log_storage.get_concurrency_info("project_inventory").slot_count == 1
+    spans = sorted((r["startTime"], r["endTime"]) for r in runs)
+    assert all(end <= later for (_, end), (later, _) in zip(spans, spans[1:], strict=False)), spans
+
+
 def test_materialize_all_with_config_shows_progress_then_terminate_and_resume(ui: Ui, page):
     ui.simulator.set_spec(SLOW)
     try:
@@ -417,46 +458,6 @@ def test_a_cli_relay_run_is_listed_under_its_job(ui: Ui):
     # the run's job is the code location's: its page's Re-execute warns of no other version
     assert data["runOrError"]["repositoryOrigin"]["repositoryLocationName"] == LOCATION
     assert data["runOrError"]["pipelineSnapshotId"] == data["pipelineOrError"]["pipelineSnapshotId"]
-
-
-def test_the_inventory_backfills_its_days_one_run_at_a_time(ui: Ui):
-    """The group's "Materialize all" also takes project_inventory_daily (the page shows it as the
-    downstream neighbour of property_objects) and, when its backfill outlives the import, launches
-    every day of it: pool project_inventory (limit 1) runs those one at a time, beside the import
-    and the sensors' runs. A backfill of three days, as that one launches them."""
-    today = dt.datetime.now(dt.UTC).date()
-    days = [str(today - dt.timedelta(days=n)) for n in (3, 2, 1)]
-    backfill = ui.gql.query(
-        """
-        mutation B($params: LaunchBackfillParams!) {
-          launchPartitionBackfill(backfillParams: $params) {
-            __typename ... on LaunchBackfillSuccess { backfillId } ... on Error { message }
-          }
-        }""",
-        {"params": {"assetSelection": [{"path": ["project_inventory_daily"]}], "partitionNames": days}},
-    )["launchPartitionBackfill"]["backfillId"]
-
-    def finished_runs() -> list[dict[str, Any]] | None:
-        runs = ui.gql.query(
-            """
-            query R($filter: RunsFilter) {
-              runsOrError(filter: $filter) {
-                ... on Runs { results { status startTime endTime allPools tags { key value } } }
-              }
-            }""",
-            {"filter": {"tags": [{"key": "dagster/backfill", "value": backfill}]}},
-        )["runsOrError"]["results"]
-        done = len(runs) == len(days) and all(r["status"] in FINISHED for r in runs)
-        return runs if done else None
-
-    runs = _poll(finished_runs, 240, "the inventory backfill's three runs")
-    partitions = [next(t["value"] for t in r["tags"] if t["key"] == "dagster/partition") for r in runs]
-    assert sorted(partitions) == days
-    assert [r["allPools"] for r in runs] == [["project_inventory"]] * len(days)
-    with ui.stack.instance() as instance:
-        assert instance.event_log_storage.get_concurrency_info("project_inventory").slot_count == 1
-    spans = sorted((r["startTime"], r["endTime"]) for r in runs)
-    assert all(end <= later for (_, end), (later, _) in zip(spans, spans[1:], strict=False)), spans
 
 
 def test_a_second_re_execute_from_failure_starts_no_new_import(ui: Ui):
