@@ -231,22 +231,13 @@ def _launch_backfill(ui: Ui, run_config: dict[str, Any]) -> str:
             timeout=120,
             what="the developer partitions",
         )
-    data = ui.gql.query(
-        """
-        mutation B($params: LaunchBackfillParams!) {
-          launchPartitionBackfill(backfillParams: $params) {
-            __typename ... on LaunchBackfillSuccess { backfillId } ... on Error { message }
-          }
-        }""",
+    return ui.gql.launch_backfill(
         {
-            "params": {
-                "assetSelection": [{"path": [s]} for s in STAGES],
-                "allPartitions": True,
-                "runConfigData": run_config,
-            }
-        },
+            "assetSelection": [{"path": [s]} for s in STAGES],
+            "allPartitions": True,
+            "runConfigData": run_config,
+        }
     )
-    return data["launchPartitionBackfill"]["backfillId"]
 
 
 def _backfill_status(ui: Ui, backfill_id: str) -> str:

@@ -153,32 +153,17 @@ def test_the_inventory_backfills_its_days_one_run_at_a_time(ui: Ui):
     that click "Materialize all", whose inventory days would come first in the pool's queue."""
     today = dt.datetime.now(dt.UTC).date()
     days = [str(today - dt.timedelta(days=n)) for n in (3, 2, 1)]
-    backfill = ui.gql.query(
-        """
-        mutation B($params: LaunchBackfillParams!) {
-          launchPartitionBackfill(backfillParams: $params) {
-            __typename ... on LaunchBackfillSuccess { backfillId } ... on Error { message }
-          }
-        }""",
-        {"params": {"assetSelection": [{"path": ["project_inventory_daily"]}], "partitionNames": days}},
-    )["launchPartitionBackfill"]["backfillId"]
+    backfill = ui.gql.launch_backfill(
+        {"assetSelection": [{"path": ["project_inventory_daily"]}], "partitionNames": days}
+    )
 
     def finished_runs() -> list[dict[str, Any]] | None:
-        runs = ui.gql.query(
-            """
-            query R($filter: RunsFilter) {
-              runsOrError(filter: $filter) {
-                ... on Runs { results { status startTime endTime allPools tags { key value } } }
-              }
-            }""",
-            {"filter": {"tags": [{"key": "dagster/backfill", "value": backfill}]}},
-        )["runsOrError"]["results"]
+        runs = ui.gql.runs(tags={"dagster/backfill": backfill})
         done = len(runs) == len(days) and all(r["status"] in FINISHED for r in runs)
         return runs if done else None
 
     runs = _poll(finished_runs, 240, "the inventory backfill's three runs")
-    partitions = [next(t["value"] for t in r["tags"] if t["key"] == "dagster/partition") for r in runs]
-    assert sorted(partitions) == days
+    assert sorted(r["tags"]["dagster/partition"] for r in runs) == days
     assert [r["allPools"] for r in runs] == [["project_inventory"]] * len(days)
     with ui.stack.instance() as instance:
         assert instance.event_log_storage.get_concurrency_info("project_inventory").slot_count == 1

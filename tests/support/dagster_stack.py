@@ -82,6 +82,10 @@ class GraphQLError(AssertionError):
     pass
 
 
+_RUN_FIELDS = """
+fragment RunFields on Run { runId jobName status creationTime startTime endTime allPools tags { key value } }"""
+
+
 class DagsterGraphQL:
     """The webserver's /graphql endpoint (dagster-graphql's schema), a few calls tests need."""
 
@@ -143,6 +147,23 @@ class DagsterGraphQL:
             raise GraphQLError(f"launchRun {job_name}: {result}")
         return result["run"]["runId"]
 
+    def launch_backfill(self, params: Mapping[str, Any]) -> str:
+        """launchPartitionBackfill (LaunchBackfillParams, as the UI's Launch backfill sends them);
+        returns the backfill id."""
+        data = self.query(
+            """
+            mutation Backfill($params: LaunchBackfillParams!) {
+              launchPartitionBackfill(backfillParams: $params) {
+                __typename ... on LaunchBackfillSuccess { backfillId } ... on Error { message }
+              }
+            }""",
+            {"params": dict(params)},
+        )
+        result = data["launchPartitionBackfill"]
+        if result["__typename"] != "LaunchBackfillSuccess":
+            raise GraphQLError(f"launchPartitionBackfill: {result}")
+        return result["backfillId"]
+
     def runs(
         self,
         job_name: str | None = None,
@@ -150,7 +171,8 @@ class DagsterGraphQL:
         statuses: list[str] | None = None,
         limit: int = 50,
     ) -> list[dict[str, Any]]:
-        """Newest first: runId, jobName, status, tags {key: value}, creationTime/startTime/endTime."""
+        """Newest first: runId, jobName, status, tags {key: value}, creationTime/startTime/endTime,
+        allPools (the pools the run holds from dequeue to end, None for none)."""
         run_filter: dict[str, Any] = {}
         if job_name:
             run_filter["pipelineName"] = job_name
@@ -163,11 +185,11 @@ class DagsterGraphQL:
             query Runs($filter: RunsFilter, $limit: Int) {
               runsOrError(filter: $filter, limit: $limit) {
                 __typename
-                ... on Runs { results { runId jobName status creationTime startTime endTime
-                                       tags { key value } } }
+                ... on Runs { results { ...RunFields } }
                 ... on Error { message }
               }
-            }""",
+            }"""
+            + _RUN_FIELDS,
             {"filter": run_filter, "limit": limit},
         )
         result = data["runsOrError"]
@@ -184,10 +206,10 @@ class DagsterGraphQL:
             """
             query Runs($filter: RunsFilter) {
               runsOrError(filter: $filter) {
-                ... on Runs { results { runId jobName status creationTime startTime endTime
-                                       tags { key value } } }
+                ... on Runs { results { ...RunFields } }
               }
-            }""",
+            }"""
+            + _RUN_FIELDS,
             {"filter": {"runIds": run_ids}},
         )
         return [_with_tag_dict(run) for run in data["runsOrError"].get("results", [])]
