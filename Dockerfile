@@ -1,7 +1,9 @@
 # The image of the project's user code: the gRPC code server of pin_chessboard_pipelines.definitions,
 # which the Dagster Helm chart runs as a user-code deployment and launches again as run and step
 # pods (deploy/helm/values.yaml, docs/deployment.md#kubernetes). No configuration is baked in: every
-# variable of README.md#configuration comes from the pod's environment (the chart's Secret).
+# variable of README.md#configuration comes from the pod's environment (the chart's Secret). Nothing
+# of the demo: not the extra [demo] (embedded PostgreSQL, Tansu broker) nor the Talent simulator
+# (.dockerignore).
 #
 #   docker build -t pin-chessboard-pipelines:0.1.0 .
 #

@@ -9,8 +9,15 @@ import sys
 from urllib.parse import urlsplit
 
 from pin_chessboard_pipelines.errors import EXIT_OK, ConfigError
+from pin_chessboard_pipelines.runtime.embedded import demo_module
 from pin_chessboard_pipelines.settings import DEFAULT_TALENT_API_URL, load_settings
-from pin_chessboard_pipelines.talent.simulator.dataset import PRESETS, DatasetError, DatasetSpec
+
+SIMULATOR = "pin_chessboard_pipelines.talent.simulator"
+
+
+def _simulator(module: str):
+    """A module of the Talent simulator, part of the extra [demo]: the production image has none."""
+    return demo_module(f"{SIMULATOR}.{module}", "talent-sim")
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -55,7 +62,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _dataset_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", default="tiny", help=f"preset: {', '.join(PRESETS)}")
+    parser.add_argument(
+        "--dataset", default="tiny", help="a preset of the simulator's datasets (an unknown name lists them)"
+    )
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -66,18 +75,18 @@ def _dataset_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def dataset_spec(args: argparse.Namespace) -> DatasetSpec:
+def dataset_spec(args: argparse.Namespace):
     """The preset with its overrides; ConfigError (one line, exit 2) when either is invalid."""
+    dataset = _simulator("dataset")
     try:
-        return DatasetSpec.preset(args.dataset).with_overrides(args.overrides)
-    except DatasetError as e:
+        return dataset.DatasetSpec.preset(args.dataset).with_overrides(args.overrides)
+    except dataset.DatasetError as e:
         raise ConfigError(f"talent-sim: {e}") from None
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    from pin_chessboard_pipelines.talent.simulator.server import SimulatorServer
-
     spec = dataset_spec(args)
+    SimulatorServer = _simulator("server").SimulatorServer
     token = load_settings().talent_api_token
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"talent-sim: --port {args.port} is not a port number")
@@ -93,17 +102,14 @@ def serve_command(args: argparse.Namespace) -> int:
 
 
 def publish_command(args: argparse.Namespace) -> int:
-    from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
-
     spec = dataset_spec(args)
+    publish_dataset = _simulator("publish").publish_dataset
     if args.tombstone_every < 0:
         raise ConfigError("talent-sim: --tombstone-every must be >= 0")
     bootstrap = args.bootstrap_servers or load_settings().kafka_bootstrap_servers
     counts = publish_dataset(spec, bootstrap, tombstone_every=args.tombstone_every)
     if not args.no_handbook:
-        from pin_chessboard_pipelines.talent.simulator.handbook import publish_handbook
-
-        counts.update(publish_handbook(bootstrap))
+        counts.update(_simulator("handbook").publish_handbook(bootstrap))
     print(
         json.dumps({"bootstrapServers": bootstrap, "dataset": args.dataset, "published": counts}),
         file=sys.stdout,
@@ -112,7 +118,7 @@ def publish_command(args: argparse.Namespace) -> int:
 
 
 def rename_command(args: argparse.Namespace) -> int:
-    from pin_chessboard_pipelines.talent.simulator.handbook import rename_city, rename_region
+    handbook = _simulator("handbook")
 
     name = args.name.strip()
     if not name or len(name) > 128:
@@ -121,10 +127,10 @@ def rename_command(args: argparse.Namespace) -> int:
         raise ConfigError("talent-sim rename: --version must be >= 1")
     bootstrap = args.bootstrap_servers or load_settings().kafka_bootstrap_servers
     if args.region is not None:
-        published = rename_region(bootstrap, args.region, name, args.version)
+        published = handbook.rename_region(bootstrap, args.region, name, args.version)
     else:
         try:
-            published = rename_city(bootstrap, args.city, name, args.region_id, args.version)
+            published = handbook.rename_city(bootstrap, args.city, name, args.region_id, args.version)
         except ValueError as e:
             raise ConfigError(f"talent-sim rename: {e}") from None
     print(json.dumps({"bootstrapServers": bootstrap, **published}, ensure_ascii=False), file=sys.stdout)

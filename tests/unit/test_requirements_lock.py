@@ -1,5 +1,5 @@
-"""requirements.lock (what `make install` installs) pins every dependency of pyproject.toml, dev
-extra included, at a version its bounds allow: a dependency changed without `make lock` fails here."""
+"""requirements.lock (what `make install` installs) pins every dependency of pyproject.toml, its
+extras included, at a version its bounds allow: a dependency changed without `make lock` fails here."""
 
 from __future__ import annotations
 
@@ -23,9 +23,13 @@ def _locked() -> dict[str, str]:
 def test_the_lock_pins_every_dependency_within_its_bounds():
     project = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     locked = _locked()
-    for line in [*project["dependencies"], *project["optional-dependencies"]["dev"]]:
+    extras = project["optional-dependencies"]
+    for line in [*project["dependencies"], *(line for extra in extras.values() for line in extra)]:
         requirement = Requirement(line)
         name = canonicalize_name(requirement.name)
+        if name == canonicalize_name(project["name"]):
+            assert requirement.extras <= set(extras), line  # dev includes demo
+            continue
         assert name in locked, f"{requirement.name} is not in requirements.lock: run make lock"
         assert requirement.specifier.contains(locked[name], prereleases=True), (
             f"requirements.lock has {requirement.name}=={locked[name]}, pyproject.toml wants {line}: run make lock"
