@@ -98,6 +98,25 @@ def test_an_unknown_or_ambiguous_project_fails_the_run_in_one_line(db_url, engin
         assert queue(conn) == {}
 
 
+def test_reset_poison_with_nothing_queued_is_a_success_saying_so(db_url, engine):
+    with engine.begin() as conn:
+        project = standard_project(StoreBuilder(conn), name="Quiet")
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = _run(db_url, instance, step="RESET_POISON", project="quiet")
+        assert result.success
+        lines = [
+            e.message
+            for e in instance.all_logs(result.run_id)
+            if e.user_message and "RESET_POISON" in e.user_message
+        ]
+    assert lines == ["RESET_POISON: nothing to reset, project 'quiet' has no recalc request"]
+    assert str(project.id) not in lines[0]
+    [output] = [e for e in result.all_node_events if e.event_type_value == "STEP_OUTPUT"]
+    assert output.event_specific_data.metadata["reset"].value is False
+    with engine.connect() as conn:
+        assert queue(conn) == {}
+
+
 def test_reset_poison_makes_a_poison_row_due_and_the_status_shows_it_until_then(db_url, engine):
     with engine.begin() as conn:
         b = StoreBuilder(conn)

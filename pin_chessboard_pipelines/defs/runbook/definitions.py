@@ -206,9 +206,16 @@ def _reset_poison(
     project = _project(config, chessboard)
     with chessboard.engine.begin() as conn:
         before = queue_row(conn, project.id)
-        reset_poison(conn, project.id)
+        if before is not None:
+            reset_poison(conn, project.id)
         row = queue_row(conn, project.id)
-    assert before is not None and row is not None
+    if before is None or row is None:  # nothing queued: a no-op, not a failure
+        context.log.info(f"RESET_POISON: nothing to reset, project {config.project!r} has no recalc request")
+        return {
+            "project": dg.MetadataValue.text(project.name),
+            "project_id": dg.MetadataValue.text(str(project.id)),
+            "reset": dg.MetadataValue.bool(False),
+        }
     log_event(
         context.log,
         logging.INFO,
