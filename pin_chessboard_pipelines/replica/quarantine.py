@@ -13,13 +13,18 @@ from pin_chessboard_pipelines.events import exact_json
 from pin_chessboard_pipelines.replica.batch import Quarantine
 from pin_chessboard_pipelines.store.cursor import Cursor
 from pin_chessboard_pipelines.store.queries import cursor_queries
+from pin_chessboard_pipelines.talent.topic_reader import SOURCE
 
 
-def insert_failed_items(conn: Connection, run_id: UUID, stage: str, rows: Sequence[Quarantine]) -> None:
+def insert_failed_items(
+    conn: Connection, run_id: UUID, stage: str, rows: Sequence[Quarantine]
+) -> list[Quarantine]:
     """One INSERT of the rows in the caller's transaction (counted in chessboard_import_failed_items_total
-    by the caller once that transaction committed: observability.metrics.count_applied)."""
+    by the caller once that transaction committed: observability.metrics.count_applied). Returns the
+    rows written: a row of a message the run quarantined already (the same topic, partition and
+    offset: a batch read again) is not written twice."""
     if not rows:
-        return
+        return []
     with Cursor(conn) as cur:
         cur.execute(
             cursor_queries("replica")["insert_failed_items"],
@@ -30,13 +35,20 @@ def insert_failed_items(conn: Connection, run_id: UUID, stage: str, rows: Sequen
                 "error_codes": [q.code for q in rows],
                 "error_messages": [q.message for q in rows],
                 "payloads": [payload_json(q.raw) for q in rows],
+                "source_topics": [None if q.source is None else q.source.topic for q in rows],
+                "source_partitions": [None if q.source is None else q.source.partition for q in rows],
+                "source_offsets": [None if q.source is None else q.source.offset for q in rows],
             },
         )
+        written = {(t, p, o) for t, p, o in cur.fetchall()}
+    return [q for q in rows if q.source is None or tuple(q.source) in written]
 
 
 def payload_json(raw: Any) -> str:
     """The raw snapshot as jsonb text, its decimals with their digits; jsonb holds neither \\u0000
     nor lone surrogates."""
+    if isinstance(raw, Mapping) and SOURCE in raw:  # where it was read: the row's source columns
+        raw = {k: v for k, v in raw.items() if k != SOURCE}
     text = _dumps(raw)
     if "\\u0000" in text or not text.isascii():
         text = _dumps(_clean(raw))

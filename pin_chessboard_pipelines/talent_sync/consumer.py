@@ -61,7 +61,12 @@ from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
 from pin_chessboard_pipelines.retry import Retrier, Stopper, StopReason
 from pin_chessboard_pipelines.store.handbook_replica import HandbookCache, load_handbook
-from pin_chessboard_pipelines.talent.topic_reader import check_topics, decode_message, is_tombstone
+from pin_chessboard_pipelines.talent.topic_reader import (
+    check_topics,
+    decode_message,
+    is_tombstone,
+    message_source,
+)
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, TALENT_SYNC_LOCK
 from pin_chessboard_pipelines.talent_sync.result import SyncResult
 
@@ -226,7 +231,9 @@ class TalentSync(BatchConsumer[SyncResult]):
     def _apply(self, batch: list[Any], result: SyncResult) -> ApplyResult:
         by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for message in batch:  # consume() keeps the order of each partition
-            by_topic[message.topic()].append(decode_message(message.key(), message.value()))
+            by_topic[message.topic()].append(
+                decode_message(message.key(), message.value(), message_source(message))
+            )
         total = ApplyResult()
         applied: list[tuple[str, ApplyResult, int]] = []
         with self.engine.begin() as conn:

@@ -12,11 +12,13 @@ import sqlalchemy as sa
 
 from pin_chessboard_pipelines.cli import main
 from pin_chessboard_pipelines.entities import BUILDING, DEVELOPER, PROJECT, PROPERTY_OBJECT
-from pin_chessboard_pipelines.events.dead_letters import dead_letter_topic
+from pin_chessboard_pipelines.events import consume
+from pin_chessboard_pipelines.events.dead_letters import dead_letter_topic, replay_dead_letters
 from pin_chessboard_pipelines.retry import StopReason
 from pin_chessboard_pipelines.talent.simulator.publish import ensure_topics
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP
 from pin_chessboard_pipelines.talent_sync import TalentSync, sync_policy
+from tests.support.metrics import sample_value
 from tests.support.talent_kafka import committed_offsets, count, produce
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
@@ -164,3 +166,71 @@ def test_two_failing_versions_of_one_project_beside_a_good_message_are_dead_lett
     )
     committed = committed_offsets(broker)
     assert all(committed[key] == end for key, end in end_offsets(broker).items() if end > 0)
+
+
+def test_a_delete_stays_deleted_whatever_snapshot_comes_late_and_a_newer_one_re_creates(engine, broker):
+    """A dead-lettered snapshot replayed after a later tombstone changes nothing and publishes
+    nothing: of an existing project (v2 dead-lettered, then deleted) and of a new one (v1
+    dead-lettered, then deleted). A snapshot written after the tombstone re-creates the project."""
+    ensure_topics(broker)
+    dev, kept, new = _id(), _id(), _id()
+    produce(broker, DEVELOPER.topic, dev, developer(dev))
+    produce(broker, PROJECT.topic, kept, project(kept, dev, 1))
+    assert _sync(engine, broker).stopped is StopReason.DONE
+    refuse(engine, "projects", f"NEW.replica_version = 2 OR NEW.external_talent_id = '{new}'")
+    for talent_id, version in ((kept, 2), (new, 1)):  # one failing message per run
+        produce(broker, PROJECT.topic, talent_id, project(talent_id, dev, version))
+        produce(broker, PROJECT.topic, talent_id, None)
+        result = _sync(engine, broker)
+        assert result.stopped is StopReason.DONE and result.dead_letters == 1
+    assert alive(engine, "projects", kept) == 0
+    allow(engine, "projects")
+    outbox = count(engine, "SELECT count(*) FROM chessboard.outbox_messages")
+
+    replayed = replay_dead_letters(engine, broker, TalentSync(engine, broker))
+
+    assert (replayed.read, replayed.applied, replayed.failed_again) == (2, 2, 0)
+    assert alive(engine, "projects", kept) == 0
+    assert (
+        count(engine, "SELECT count(*) FROM chessboard.projects WHERE external_talent_id = :id", id=new) == 0
+    )
+    assert count(engine, "SELECT count(*) FROM chessboard.outbox_messages") == outbox  # nothing published
+
+    produce(broker, PROJECT.topic, kept, project(kept, dev, 3))  # re-created in Talent after the delete
+    produce(broker, PROJECT.topic, new, project(new, dev, 2))
+    assert _sync(engine, broker).stopped is StopReason.DONE
+    assert alive(engine, "projects", kept) == 1 and alive(engine, "projects", new) == 1
+    assert count(engine, "SELECT count(*) FROM chessboard.outbox_messages") == outbox + 2
+
+
+class Crash(BaseException):
+    """The process dies between producing the dead letter and committing the offsets."""
+
+
+def test_a_batch_read_again_after_a_crash_does_not_quarantine_twice(engine, broker, monkeypatch):
+    """A batch with an invalid item (quarantined) and a message that keeps failing (dead-lettered):
+    the process dies before the offsets are committed, the next run reads the batch again. The
+    invalid item is quarantined once and counted once (chessboard_sync_failed_items_total)."""
+    ensure_topics(broker)
+    dev, broken, invalid = _id(), _id(), _id()
+    produce(broker, DEVELOPER.topic, dev, developer(dev))
+    assert _sync(engine, broker).stopped is StopReason.DONE
+    refuse(engine, "projects", f"NEW.external_talent_id = '{broken}'")
+    produce(broker, PROJECT.topic, broken, project(broken, dev))
+    produce(broker, PROJECT.topic, invalid, {**project(invalid, dev), "countryId": 999})  # unknown country
+    url = engine.url.render_as_string(hide_password=False)
+    counted = sample_value(url, "chessboard_sync_failed_items_total", job="talent-sync")
+    real_commit = consume.commit_batch
+
+    def crash(*_args, **_kwargs):
+        raise Crash
+
+    monkeypatch.setattr(consume, "commit_batch", crash)
+    with pytest.raises(Crash):
+        _sync(engine, broker)
+    monkeypatch.setattr(consume, "commit_batch", real_commit)
+    assert _sync(engine, broker).stopped is StopReason.DONE
+
+    quarantined = "SELECT count(*) FROM chessboard.talent_import_failed_items WHERE external_id = :id"
+    assert count(engine, quarantined, id=invalid) == 1
+    assert sample_value(url, "chessboard_sync_failed_items_total", job="talent-sync") == counted + 1
