@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from pin_chessboard_pipelines.cli import main
 from pin_chessboard_pipelines.entities import BUILDING, DEVELOPER, PROJECT, PROPERTY_OBJECT
+from pin_chessboard_pipelines.errors import SYNC_PARENT_NOT_FOUND
 from pin_chessboard_pipelines.events import consume
 from pin_chessboard_pipelines.events.dead_letters import dead_letter_topic, replay_dead_letters
 from pin_chessboard_pipelines.retry import StopReason
@@ -201,6 +202,34 @@ def test_a_delete_stays_deleted_whatever_snapshot_comes_late_and_a_newer_one_re_
     assert _sync(engine, broker).stopped is StopReason.DONE
     assert alive(engine, "projects", kept) == 1 and alive(engine, "projects", new) == 1
     assert count(engine, "SELECT count(*) FROM chessboard.outbox_messages") == outbox + 2
+
+
+def test_a_replay_applies_the_items_that_waited_for_its_entity(cli_env, engine, broker_in_settings, capsys):
+    """A new project dead-lettered with a building and the building's object behind it: they are
+    quarantined as CHESSBOARD_SYNC_PARENT_NOT_FOUND; `replay-dlq` applies the project and them
+    (transitively) and takes them out of the quarantine."""
+    broker = broker_in_settings
+    ensure_topics(broker)
+    dev, new, house, flat = _id(), _id(), _id(), _id()
+    refuse(engine, "projects", f"NEW.external_talent_id = '{new}'")
+    produce(broker, DEVELOPER.topic, dev, developer(dev))
+    produce(broker, PROJECT.topic, new, project(new, dev))
+    produce(broker, BUILDING.topic, house, building(house, new))
+    produce(broker, PROPERTY_OBJECT.topic, flat, property_object(flat, house))
+    result = _sync(engine, broker)
+    assert result.stopped is StopReason.DONE and result.dead_letters == 1
+    waiting = "SELECT count(*) FROM chessboard.talent_import_failed_items WHERE error_code = :code"
+    assert count(engine, waiting, code=SYNC_PARENT_NOT_FOUND) == 2
+    allow(engine, "projects")
+
+    assert main(["talent-sync", "replay-dlq"]) == 0
+
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (summary["read"], summary["applied"], summary["failedAgain"], summary["errors"]) == (1, 1, 0, [])
+    assert alive(engine, "projects", new) == 1
+    assert alive(engine, "buildings", house) == 1
+    assert alive(engine, "property_objects", flat) == 1
+    assert count(engine, waiting, code=SYNC_PARENT_NOT_FOUND) == 0
 
 
 class Crash(BaseException):

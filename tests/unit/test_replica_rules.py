@@ -148,3 +148,12 @@ def test_a_topic_item_carries_where_it_was_read_and_no_snapshot_field_says_other
     assert source_of(decode_message(b"k", b'{"id": "k", "__source__": ["x", 0, 0]}')) is None
     assert source_of({"id": "k"}) is None and source_of({SOURCE: ["t", "x", 1]}) is None
     assert payload_json(item) == '{"id":"k","version":1}'
+
+
+def test_the_items_that_wait_for_an_entity_name_it_in_their_parent_fields():
+    from pin_chessboard_pipelines.replica.waiting import parent_fields
+
+    assert parent_fields(entities.DEVELOPER) == {}
+    assert parent_fields(entities.BUILDING) == {"project": "projectId"}
+    assert parent_fields(entities.LAYOUT) == {"project": "projectId", "layoutGroup": "layoutGroupId"}
+    assert parent_fields(entities.PROPERTY_OBJECT) == {"building": "buildingId", "layout": "layoutId"}

@@ -128,6 +128,15 @@ ORDER BY u.ord
 ON CONFLICT (run_id, source_topic, source_partition, source_offset) DO NOTHING
 RETURNING source_topic, source_partition, source_offset
 
+-- name: take_waiting_items
+-- A replayed dead letter's entity is there now: the items the streaming sync quarantined only
+-- because it was missing (CHESSBOARD_SYNC_PARENT_NOT_FOUND; `field` is the snapshot field naming
+-- the parent's Talent id) leave the quarantine, to be applied in the same transaction.
+DELETE FROM chessboard.talent_import_failed_items
+WHERE run_id = :run_id::uuid AND stage = :stage AND error_code = :code
+  AND lower(payload->>:field) = ANY(:ids::text[])
+RETURNING id, payload::text AS payload, source_topic, source_partition, source_offset
+
 -- Upserts: create from the snapshot (version 1, Draft for developer/project/building, counters 0,
 -- bounds NULL by the column defaults) or overwrite ONLY the replica fields under the version guard;
 -- PIN-owned fields (status of developer/project/building, hotelier_id, cover_image_file_id,
