@@ -21,9 +21,14 @@ docs/talent-initial-import.md).
 - A batch that fails is rolled back and read again as `sync_policy` (retry.py) decides: a store
   that restarts is waited for with backoff as long as the import would
   (CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS), the lock taken again on a new session; any other error
-  gets a few attempts; then the batch is applied message by message, and a message that keeps
-  failing goes to the dead-letter topic `pin-chessboard-talent-sync.dlq` (docs/events.md#dead-letters)
-  while the others apply. `replay-dlq` applies the dead letters again once their cause is fixed.
+  gets a few attempts; then the batch is applied message by message, and the messages that keep
+  failing on their own go to the dead-letter topic `pin-chessboard-talent-sync.dlq`
+  (docs/events.md#dead-letters) while the others apply (only the consumer's own failure stops the
+  run: events/failures.py). `replay-dlq` applies the dead letters again once their cause is fixed,
+  each with the items quarantined because its entity was missing (replica/waiting.py).
+- Every item carries the position it was read at (talent/topic_reader.py SOURCE): a tombstone's
+  position keeps older snapshots from bringing its entity back (docs/talent-source.md#deletes), and
+  an item's quarantine row is written once per message.
 - The loop is the one handbook-sync runs too (events/consume.py `BatchConsumer`); this module
   adds the six topics, the stage barrier and the apply path.
 """
