@@ -212,6 +212,7 @@ class BatchCounters(Protocol):
     """What the loop counts in a consumer's result."""
 
     batches: int
+    failed: int  # items quarantined
     published: int
     retries: int
     dead_letters: int
@@ -458,11 +459,15 @@ class BatchConsumer(ABC, Generic[R]):
         consumer itself failed: then the run stops, its offsets where they were. False when stopped
         before the end."""
         failures: list[tuple[Any, BaseException]] = []
+        applied: set[Partition] = set()  # partitions of which a message applied (not quarantined)
         for message in self._one_by_one(batch):
             streak = FailureStreak(self.policy)
             while True:
                 try:
+                    quarantined = result.failed
                     self._apply_batch([message], result)
+                    if result.failed == quarantined:
+                        applied.add((message.topic(), message.partition()))
                     break
                 except Refused:
                     raise
@@ -477,7 +482,7 @@ class BatchConsumer(ABC, Generic[R]):
                         raise self.failed(
                             f"a message failed {streak.attempt} times: {error_line(error)}"
                         ) from error
-        verdict = classify_failures(len(batch), [failure_of(m, e) for m, e in failures])
+        verdict = classify_failures(len(batch), [failure_of(m, e) for m, e in failures], applied)
         if verdict.consumer_failure is not None:
             raise self.failed(
                 f"the consumer's own failure, not its messages' ({len(failures)} of {len(batch)} "

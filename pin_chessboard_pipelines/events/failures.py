@@ -6,18 +6,19 @@ A batch that keeps failing for a permanent reason is applied again message by me
 - a failure that says the consumer itself is broken, whatever message met it (the schema or a
   table missing, a privilege, a read-only or full store: `CONSUMER_SQLSTATE_CLASSES`), stops the
   run with its offsets where they were;
-- so do messages of more than one entity failing alike (the very same error: a constraint, a
-  trigger or a bug that refuses every row the same way), whether or not others applied: the cause
-  is in none of them, every message of a batch would fail alike;
+- so does a batch whose messages failed alike: messages of more than one entity failing with the
+  very same error (a constraint, a trigger or a bug that refuses every row the same way) while no
+  other message of their partitions applied (an item quarantined for its data does not count: it
+  never reached the store);
 - otherwise every message that failed is dead-lettered and the partition moves on, however small
-  the batch and however many of its messages failed (versions of one broken entity beside good
-  messages, entities failing each for a reason of its own, a lone message at the end of a
-  partition).
+  the batch and however many of its messages failed: a message that fails on its own while other
+  messages of its partition apply, versions of one broken entity, entities failing each for a
+  reason of its own, a lone message at the end of a partition.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -38,11 +39,12 @@ class ErrorSignature(NamedTuple):
 
 
 class Failed(NamedTuple):
-    """A message that failed on its own: its entity (topic, key) and error."""
+    """A message that failed on its own: its entity (topic, key), partition and error."""
 
     topic: str
     key: bytes | None
     error: ErrorSignature
+    partition: int = 0
 
 
 @dataclass(frozen=True)
@@ -67,9 +69,12 @@ def error_signature(error: BaseException) -> ErrorSignature:
     return ErrorSignature(kind, error_line(error), consumers)
 
 
-def classify_failures(batch_size: int, failures: Sequence[Failed]) -> Verdict:
+def classify_failures(
+    batch_size: int, failures: Sequence[Failed], applied: Collection[tuple[str, int]] = ()
+) -> Verdict:
     """The verdict on a batch of `batch_size` messages applied one by one, of which `failures`
-    failed on their own (see the module's docstring)."""
+    failed on their own and messages of the partitions `applied` (topic, partition) applied (see
+    the module's docstring)."""
     if not failures:
         return Verdict(())
     broken = next((f for f in failures if f.error.consumers), None)
@@ -81,13 +86,16 @@ def classify_failures(batch_size: int, failures: Sequence[Failed]) -> Verdict:
     entities: dict[tuple[str, str], set[tuple[str, bytes | None]]] = {}
     for f in failures:
         entities.setdefault((f.error.kind, f.error.line), set()).add((f.topic, f.key))
-    (kind, line), alike = max(entities.items(), key=lambda e: len(e[1]))
-    if len(alike) > 1:
-        return Verdict(
-            (),
-            f"messages of {len(alike)} entities failed alike ({kind}, "
-            f"{len(failures)} of {batch_size} messages failed): {line}",
-        )
+    for (kind, line), alike in entities.items():
+        partitions = {
+            (f.topic, f.partition) for f in failures if (f.error.kind, f.error.line) == (kind, line)
+        }
+        if len(alike) > 1 and not partitions & set(applied):
+            return Verdict(
+                (),
+                f"messages of {len(alike)} entities failed alike and none of their partitions applied "
+                f"({kind}, {len(failures)} of {batch_size} messages failed): {line}",
+            )
     return Verdict(tuple(range(len(failures))))
 
 
@@ -107,7 +115,7 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
 
 def failure_of(message: Any, error: BaseException) -> Failed:
     """A failed Kafka message (or dead letter) as the verdict reads it."""
-    return Failed(message.topic(), message.key(), error_signature(error))
+    return Failed(message.topic(), message.key(), error_signature(error), int(message.partition()))
 
 
 __all__ = [
