@@ -14,8 +14,11 @@ of their topics, the lag of their group, and the offsets of a poll batch.
   fast path after each commit; subclasses say how a batch is applied and how far behind they are.
 - Dead letters (events/dead_letters.py, docs/events.md#dead-letters): a batch that keeps failing
   for a reason of its own (not a store that is away) is applied again message by message, one
-  transaction each; a message that keeps failing then goes to the consumer's dead-letter topic
-  (`<group>.dlq`) with its error and origin in headers, is counted, and the others apply.
+  transaction each; the messages that fail on their own then go to the consumer's dead-letter
+  topic (`<group>.dlq`) with their error and origin in headers, are counted, and the others apply,
+  however small the batch and however many failed. Only a failure of the consumer itself (the
+  store or schema broken, every message of the batch failing alike: events/failures.py) stops
+  the run with its offsets where they were.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, SYNC_LOCK_HELD, Refused, error_line
 from pin_chessboard_pipelines.events.dead_letters import DeadLetterWriter, dead_letter_topic
+from pin_chessboard_pipelines.events.failures import classify_failures, failure_of
 from pin_chessboard_pipelines.events.relay import OutboxRelay
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.observability.logs import log_event
@@ -190,16 +194,6 @@ def partition_lag(
     return lag
 
 
-POISON_SHARE = 10  # at most one message in this many of a batch (or one) fails on its own: poison
-
-
-def poison_messages(failed: list[Any], batch_size: int) -> list[Any] | None:
-    """The messages of a batch applied one by one that failed on their own, when they are poison
-    messages: a few of the batch (one, or one in POISON_SHARE). None when more failed: the failure
-    is the consumer's (a store or schema problem), not theirs, and nothing is dead-lettered."""
-    return failed if len(failed) <= max(1, batch_size // POISON_SHARE) else None
-
-
 def relay_fast_path(relay: OutboxRelay, failed_event: str) -> int:
     """The outbox relay's fast path after a commit: the rows published; rows it cannot publish
     now are the relay sweep's (a failure is logged)."""
@@ -218,6 +212,7 @@ class BatchCounters(Protocol):
     """What the loop counts in a consumer's result."""
 
     batches: int
+    failed: int  # items quarantined
     published: int
     retries: int
     dead_letters: int
@@ -460,14 +455,19 @@ class BatchConsumer(ABC, Generic[R]):
 
     def _apply_one_by_one(self, batch: list[Any], result: R, stopper: Stopper, tries: int) -> bool:
         """A batch that failed `tries` times, one transaction per message; the messages that fail on
-        their own go to the dead-letter topic when they are few (`poison_messages`), else the run
-        stops as before. False when stopped before the end."""
+        their own go to the dead-letter topic, unless the verdict (events/failures.py) is that the
+        consumer itself failed: then the run stops, its offsets where they were. False when stopped
+        before the end."""
         failures: list[tuple[Any, BaseException]] = []
+        applied: set[Partition] = set()  # partitions of which a message applied (not quarantined)
         for message in self._one_by_one(batch):
             streak = FailureStreak(self.policy)
             while True:
                 try:
+                    quarantined = result.failed
                     self._apply_batch([message], result)
+                    if result.failed == quarantined:
+                        applied.add((message.topic(), message.partition()))
                     break
                 except Refused:
                     raise
@@ -482,14 +482,15 @@ class BatchConsumer(ABC, Generic[R]):
                         raise self.failed(
                             f"a message failed {streak.attempt} times: {error_line(error)}"
                         ) from error
-        if poison_messages([m for m, _ in failures], len(batch)) is None:
-            first, cause = failures[0]
+        verdict = classify_failures(len(batch), [failure_of(m, e) for m, e in failures], applied)
+        if verdict.consumer_failure is not None:
             raise self.failed(
-                f"{len(failures)} of {len(batch)} messages of a poll batch failed on their own "
-                f"({first.topic()} first), too many to be poison messages: {error_line(cause)}"
-            ) from cause
-        for failed, cause in failures:
-            self._dead_letter(failed, cause, tries + 1, result)
+                f"the consumer's own failure, not its messages' ({len(failures)} of {len(batch)} "
+                f"messages of a poll batch failed; offsets unchanged): {verdict.consumer_failure}"
+            ) from failures[0][1]
+        for index in verdict.dead_letters:
+            message, cause = failures[index]
+            self._dead_letter(message, cause, tries + 1, result)
         return True
 
     def _dead_letter(self, message: Any, error: BaseException, attempts: int, result: R) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Unpack
 
 from confluent_kafka import Consumer
@@ -54,6 +54,7 @@ from pin_chessboard_pipelines.observability.metrics import (
 from pin_chessboard_pipelines.retry import FailureStreak, Stopper, StopReason, wait_after_failure
 from pin_chessboard_pipelines.store.handbook import HANDBOOK_CONSUMER_GROUP, HANDBOOK_TOPICS
 from pin_chessboard_pipelines.store.handbook_replica import HANDBOOK_SYNC_LOCK
+from pin_chessboard_pipelines.talent.topic_reader import message_source
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ class HandbookSync(BatchConsumer[HandbookSyncResult]):
             if decoded is None:
                 tombstones += 1
             elif isinstance(decoded, InvalidValue):
-                invalid.append(decoded)
+                invalid.append(replace(decoded, source=message_source(m)))
             else:
                 values.append(decoded)
         latest = newest(values)
@@ -186,7 +187,7 @@ class HandbookSync(BatchConsumer[HandbookSyncResult]):
         result.created += applied.created
         result.longest_transaction_seconds = max(result.longest_transaction_seconds, seconds)
         result.handbook_transaction_seconds = max(result.handbook_transaction_seconds, seconds)
-        count_quarantined("handbook-sync", applied.failed)
+        count_quarantined("handbook-sync", applied.quarantined)
         for kind in Kind:  # the older values of an id in the batch count as skipped
             counts = dict((applied.by_topic or {}).get(kind.topic, {"applied": 0, "skipped": 0}))
             counts["skipped"] += sum(1 for v in values if v.kind is kind) - sum(

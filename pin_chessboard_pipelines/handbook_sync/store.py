@@ -37,6 +37,7 @@ class Applied:
     applied: int = 0  # values stored (created or changed)
     skipped: int = 0  # not newer than the replica
     failed: int = 0  # quarantined
+    quarantined: int = 0  # of `failed`, rows written (a batch read again quarantines nothing twice)
     created: int = 0  # ids the handbook did not know
     renames: list[Rename] | None = None
     by_topic: dict[str, dict[str, int]] | None = None  # topic -> {applied, skipped}
@@ -120,12 +121,17 @@ def apply_values(
     for kind in Kind:
         rows_of_kind = [
             Quarantine(
-                i, q.raw if q.raw is not None else {"key": q.key}, q.key, SYNC_VALIDATION_FAILED, q.message
+                i,
+                q.raw if q.raw is not None else {"key": q.key},
+                q.key,
+                SYNC_VALIDATION_FAILED,
+                q.message,
+                q.source,
             )
             for i, q in enumerate(invalid)
             if q.kind is kind
         ]
-        insert_failed_items(conn, STREAMING_RUN_ID, kind.stage, rows_of_kind)
+        result.quarantined += len(insert_failed_items(conn, STREAMING_RUN_ID, kind.stage, rows_of_kind))
     return result
 
 

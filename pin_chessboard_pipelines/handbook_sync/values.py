@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from pin_chessboard_pipelines.store.handbook import CITIES_TOPIC, REGIONS_TOPIC
+from pin_chessboard_pipelines.talent.topic_reader import Source
 
 NAME_MAX = 128  # handbook_regions.name / handbook_cities.name
 INT64_MAX = 2**63 - 1
@@ -57,6 +58,7 @@ class InvalidValue:
     key: str | None
     raw: Any
     message: str
+    source: Source | None = None  # the message it was read from: quarantined once per message
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ from pin_chessboard_pipelines.talent.snapshots import (
     external_id_of,
     parse_snapshot,
 )
+from pin_chessboard_pipelines.talent.topic_reader import SOURCE, Source, source_of
 
 __all__ = [
     "STREAMING_RUN_ID",
@@ -83,10 +84,11 @@ def apply_snapshots(
         if isinstance(parsed, SnapshotError):
             batch.reject(position, raw, parsed.external_id, parsed.code, parsed.message)
         else:
-            parsed_items.append(Item(position, parsed, raw))
+            parsed_items.append(Item(position, parsed, raw, source=source_of(raw)))
     view = _view(conn, ctx)
     with view.session():
         existing = _read(view, batch.spec, parsed_items)
+        batch.tombstones = view.tombstones(batch.spec, list(dict.fromkeys(i.talent_id for i in parsed_items)))
         view.request_recalcs(batch, _projects_to_change(view, batch, parsed_items, existing))
         for n, round_ in enumerate(rules.rounds(parsed_items)):
             if n:  # the rows the earlier rounds stored
@@ -97,22 +99,34 @@ def apply_snapshots(
 
 
 def apply_tombstones(
-    conn: Connection, entity: str, talent_ids: Sequence[UUID | str | None], ctx: ApplyContext
+    conn: Connection,
+    entity: str,
+    talent_ids: Sequence[UUID | str | None],
+    ctx: ApplyContext,
+    sources: Sequence[Source | None] | None = None,
 ) -> ApplyResult:
     """A null Kafka value (tombstone): the entity was deleted in Talent -> soft delete + upserted event.
 
     An alive row gets deleted_at = now(), version + 1, its upserted event and a recalc request of
-    its project; a missing or already deleted row is a no-op (skipped). A key that is no UUID is
-    quarantined (CHESSBOARD_SYNC_VALIDATION_FAILED) like any other poison item."""
+    its project; a missing or already deleted row is a no-op (skipped). Where each tombstone was
+    read (`sources`, one per id) is kept for the key, row or no row: no snapshot read before it
+    brings the entity back (docs/talent-source.md#deletes). A key that is no UUID is quarantined
+    (CHESSBOARD_SYNC_VALIDATION_FAILED) like any other poison item."""
     batch = _batch(entity, ctx, len(talent_ids))
     valid: list[str] = []
+    read_at: dict[str, Source] = {}
     for position, talent_id in enumerate(talent_ids):
+        source = sources[position] if sources is not None else None
         try:
             if talent_id is None:
                 raise ValueError("no key")
             valid.append(canonical_uuid(str(talent_id)))
+            if source is not None:
+                read_at[valid[-1]] = source  # message order: the last one of an id
         except ValueError:
-            raw = {"id": None if talent_id is None else str(talent_id), "tombstone": True}
+            raw: dict[str, Any] = {"id": None if talent_id is None else str(talent_id), "tombstone": True}
+            if source is not None:
+                raw[SOURCE] = list(source)
             message = f"{entity} tombstone: the key is not a UUID"
             batch.reject(position, raw, external_id_of(raw), SYNC_VALIDATION_FAILED, message)
     ids = list(dict.fromkeys(valid))
@@ -126,6 +140,7 @@ def apply_tombstones(
             projects.update(_linked_projects(view, spec_entity, linked).values())
             view.request_recalcs(batch, projects)
             view.delete(batch, ids)
+            view.record_tombstones(batch, read_at)
     batch.result.skipped = batch.result.planned - batch.result.applied - batch.result.failed
     result = batch.result  # a tombstone's developer is not looked up: its figures count as unknown
     result.by_tenant = {"": [result.applied, result.skipped, result.failed]}
@@ -179,7 +194,7 @@ def _projects_to_change(
     projects: dict[str, str] = {}
     linked: set[str] = set()
     for item in items:
-        if item.rejected is not None:
+        if item.rejected is not None or _deleted_later(batch, item):
             continue
         old = existing.get(item.talent_id)
         if rules.is_stale(old, item.record.version) or rules.owner_changed(entity.name, item.values, old):
@@ -208,7 +223,7 @@ def _apply_round(
             batch.reject(item.position, item.raw, item.talent_id, *item.rejected, tenant=item.tenant)
             continue
         item.old = old = existing.get(item.talent_id)
-        if rules.is_stale(old, item.record.version):
+        if _deleted_later(batch, item) or rules.is_stale(old, item.record.version):
             batch.skipped(item.tenant)
             continue
         changed = rules.owner_changed(entity.name, item.values, old)
@@ -228,6 +243,13 @@ def _apply_round(
         decided = _live_numbers(view, batch, decided)
     if decided:
         view.store(batch, decided)
+        recreated = [item.talent_id for item in decided if batch.tombstones.pop(item.talent_id, None)]
+        view.forget_tombstones(batch, recreated)
+
+
+def _deleted_later(batch: Batch, item: Item) -> bool:
+    """A tombstone read after the snapshot (docs/talent-source.md#deletes): it changes nothing."""
+    return rules.superseded_by_delete(item.source, batch.tombstones.get(item.talent_id))
 
 
 def _parent_rows(
@@ -255,6 +277,7 @@ def _live_numbers(view: ReplicaView, batch: Batch, decided: list[Item]) -> list[
 def _finish(view: ReplicaView, batch: Batch) -> None:
     ctx, result = batch.ctx, batch.result
     batch.quarantine.sort(key=lambda q: q.position)
+    view.write(batch)  # drops the quarantine rows of messages quarantined already (a batch read again)
     result.quarantined = [(q.external_id, q.code) for q in batch.quarantine]
     for q in batch.quarantine:
         log_event(
@@ -270,4 +293,3 @@ def _finish(view: ReplicaView, batch: Batch) -> None:
             Error=q.message,
         )
     result.touched_projects = {(UUID(p), UUID(t)) for p, t in batch.touched.items()}
-    view.write(batch)

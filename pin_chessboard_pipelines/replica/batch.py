@@ -10,6 +10,7 @@ from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.replica.columns import ReplicaEntity
 from pin_chessboard_pipelines.replica.context import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.talent.snapshots import ERROR_MESSAGE_LIMIT, TalentRecord
+from pin_chessboard_pipelines.talent.topic_reader import Source, source_of
 
 log = logging.getLogger("pin_chessboard_pipelines.replica.apply")
 
@@ -27,6 +28,7 @@ class Quarantine:
     external_id: str | None
     code: str
     message: str
+    source: Source | None = None  # the message it was read from (talent/topic_reader.py)
 
 
 @dataclass
@@ -37,6 +39,7 @@ class Item:
     values: dict[str, Any] = field(default_factory=dict)  # upsert parameters
     old: dict[str, Any] | None = None  # the current row, None = create
     rejected: tuple[str, str] | None = None  # (error code, message) of its parents, None = they hold
+    source: Source | None = None  # the message it was read from; None = no topic (ApiPull)
 
     @property
     def talent_id(self) -> str:
@@ -60,6 +63,8 @@ class Batch:
     requested: set[str] = field(default_factory=set)  # projects whose recalc was requested up front
     # linked parent PIN id (an object's layout, a layout's group) -> (project, tenant), read up front
     linked: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # Talent id -> (partition, offset) of its delete read from the topic (docs/talent-source.md#deletes)
+    tombstones: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
 
     def reject(
         self,
@@ -70,7 +75,9 @@ class Batch:
         message: str,
         tenant: object = None,
     ) -> None:
-        self.quarantine.append(Quarantine(position, raw, external_id, code, message[:ERROR_MESSAGE_LIMIT]))
+        self.quarantine.append(
+            Quarantine(position, raw, external_id, code, message[:ERROR_MESSAGE_LIMIT], source_of(raw))
+        )
         self.result.failed += 1
         self.result.count(tenant, 2)
 

@@ -28,6 +28,7 @@ from pin_chessboard_pipelines.replica.quarantine import insert_failed_items
 from pin_chessboard_pipelines.replica.rules import NumberKey
 from pin_chessboard_pipelines.store.cursor import Cursor, array_literal, begin
 from pin_chessboard_pipelines.store.queries import cursor_queries
+from pin_chessboard_pipelines.talent.topic_reader import Source
 
 
 class DatabaseView:
@@ -160,6 +161,44 @@ class DatabaseView:
             batch.touch_all(rules.touched_projects(name, row, None))
         batch.result.applied = len(rows)
 
+    def tombstones(
+        self, spec: ReplicaEntity, talent_ids: list[str]
+    ) -> dict[str, tuple[int | None, int | None]]:
+        """Talent id -> (partition, offset) of its delete read from the topic."""
+        if not talent_ids:
+            return {}
+        rows = self._rows(
+            cursor_queries("replica")["tombstones"],
+            {"entity": spec.name, "ids": array_literal(talent_ids)},
+        )
+        return {r["external_talent_id"]: (r["source_partition"], r["source_offset"]) for r in rows}
+
+    def record_tombstones(self, batch: Batch, sources: dict[str, Source]) -> None:
+        """Where each id's tombstone was read (the last one per id)."""
+        if not sources:
+            return
+        ids = sorted(sources)
+        with Cursor(self.conn) as cur:
+            cur.execute(
+                cursor_queries("replica")["record_tombstones"],
+                {
+                    "entity": batch.spec.name,
+                    "ids": array_literal(ids),
+                    "partitions": array_literal([sources[i].partition for i in ids]),
+                    "offsets": array_literal([sources[i].offset for i in ids]),
+                },
+            )
+
+    def forget_tombstones(self, batch: Batch, talent_ids: list[str]) -> None:
+        """Snapshots read after these deletes re-created the entities."""
+        if not talent_ids:
+            return
+        with Cursor(self.conn) as cur:
+            cur.execute(
+                cursor_queries("replica")["forget_tombstones"],
+                {"entity": batch.spec.name, "ids": array_literal(sorted(talent_ids))},
+            )
+
     def request_recalcs(self, batch: Batch, projects: dict[str, str]) -> None:
         """Queue rows first, replica rows after: the drain locks a project's queue row and then its
         rows, so writers take them in the same order and neither waits for the other in a cycle."""
@@ -168,7 +207,11 @@ class DatabaseView:
 
     def write(self, batch: Batch) -> None:
         ctx, result = batch.ctx, batch.result
-        insert_failed_items(self.conn, ctx.run_id or STREAMING_RUN_ID, batch.stage, batch.quarantine)
+        # a message the run quarantined already (a batch read again after a crash) still counts as
+        # failed, but its row is not written twice nor counted twice (result.quarantined)
+        batch.quarantine = insert_failed_items(
+            self.conn, ctx.run_id or STREAMING_RUN_ID, batch.stage, batch.quarantine
+        )
         result.events = write_outbox_batch(self.conn, batch.events, ctx.correlation_id)
         # requested up front already, unless a later round of the batch touched another project
         late = {p: t for p, t in batch.touched.items() if p not in batch.requested}

@@ -18,6 +18,7 @@ from pin_chessboard_pipelines.replica.context import DryRunState, Seen
 from pin_chessboard_pipelines.replica.database import DatabaseView
 from pin_chessboard_pipelines.replica.rules import NumberKey
 from pin_chessboard_pipelines.talent.snapshots import pin_id_text
+from pin_chessboard_pipelines.talent.topic_reader import Source
 
 
 class DryRunView:
@@ -92,6 +93,17 @@ class DryRunView:
             self._remember(name, talent_id, stored, row)
             batch.touch(rules.touched_project(name, stored))
             batch.result.applied += 1
+
+    def tombstones(
+        self, spec: ReplicaEntity, talent_ids: list[str]
+    ) -> dict[str, tuple[int | None, int | None]]:
+        return self.replica.tombstones(spec, talent_ids)
+
+    def record_tombstones(self, batch: Batch, sources: dict[str, Source]) -> None:
+        """Nothing is stored."""
+
+    def forget_tombstones(self, batch: Batch, talent_ids: list[str]) -> None:
+        """Nothing is stored."""
 
     def request_recalcs(self, batch: Batch, projects: dict[str, str]) -> None:
         """Nothing is stored."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
@@ -11,15 +12,20 @@ from sqlalchemy.engine import Connection
 
 from pin_chessboard_pipelines.events import exact_json
 from pin_chessboard_pipelines.replica.batch import Quarantine
-from pin_chessboard_pipelines.store.cursor import Cursor
+from pin_chessboard_pipelines.store.cursor import Cursor, array_literal
 from pin_chessboard_pipelines.store.queries import cursor_queries
+from pin_chessboard_pipelines.talent.topic_reader import SOURCE
 
 
-def insert_failed_items(conn: Connection, run_id: UUID, stage: str, rows: Sequence[Quarantine]) -> None:
+def insert_failed_items(
+    conn: Connection, run_id: UUID, stage: str, rows: Sequence[Quarantine]
+) -> list[Quarantine]:
     """One INSERT of the rows in the caller's transaction (counted in chessboard_import_failed_items_total
-    by the caller once that transaction committed: observability.metrics.count_applied)."""
+    by the caller once that transaction committed: observability.metrics.count_applied). Returns the
+    rows written: a row of a message the run quarantined already (the same topic, partition and
+    offset: a batch read again) is not written twice."""
     if not rows:
-        return
+        return []
     with Cursor(conn) as cur:
         cur.execute(
             cursor_queries("replica")["insert_failed_items"],
@@ -30,13 +36,51 @@ def insert_failed_items(conn: Connection, run_id: UUID, stage: str, rows: Sequen
                 "error_codes": [q.code for q in rows],
                 "error_messages": [q.message for q in rows],
                 "payloads": [payload_json(q.raw) for q in rows],
+                "source_topics": [None if q.source is None else q.source.topic for q in rows],
+                "source_partitions": [None if q.source is None else q.source.partition for q in rows],
+                "source_offsets": [None if q.source is None else q.source.offset for q in rows],
             },
         )
+        written = {(t, p, o) for t, p, o in cur.fetchall()}
+    return [q for q in rows if q.source is None or tuple(q.source) in written]
+
+
+def take_waiting_items(
+    conn: Connection, run_id: UUID, stage: str, code: str, field: str, parent_ids: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The quarantine rows of `run_id` and `stage` with error `code` whose snapshot names one of
+    `parent_ids` in `field`, deleted; returned in the order they were quarantined, each as its
+    item again (decimals with their digits, the message it was read from under SOURCE)."""
+    if not parent_ids:
+        return []
+    with Cursor(conn) as cur:
+        cur.execute(
+            cursor_queries("replica")["take_waiting_items"],
+            {
+                "run_id": str(run_id),
+                "stage": stage,
+                "code": code,
+                "field": field,
+                "ids": array_literal(sorted({i.lower() for i in parent_ids}), text=True),
+            },
+        )
+        rows = cur.fetch_rows()
+    items = []
+    for row in sorted(rows, key=lambda r: r["id"]):
+        item = json.loads(row["payload"], parse_float=Decimal)
+        if not isinstance(item, dict):
+            continue
+        if row["source_offset"] is not None:
+            item[SOURCE] = [row["source_topic"], row["source_partition"], row["source_offset"]]
+        items.append(item)
+    return items
 
 
 def payload_json(raw: Any) -> str:
     """The raw snapshot as jsonb text, its decimals with their digits; jsonb holds neither \\u0000
     nor lone surrogates."""
+    if isinstance(raw, Mapping) and SOURCE in raw:  # where it was read: the row's source columns
+        raw = {k: v for k, v in raw.items() if k != SOURCE}
     text = _dumps(raw)
     if "\\u0000" in text or not text.isascii():
         text = _dumps(_clean(raw))

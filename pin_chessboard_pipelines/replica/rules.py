@@ -13,6 +13,7 @@ from pin_chessboard_pipelines.entities import Entity
 from pin_chessboard_pipelines.errors import SYNC_PARENT_MISMATCH, SYNC_PARENT_NOT_FOUND
 from pin_chessboard_pipelines.events import payloads
 from pin_chessboard_pipelines.talent.snapshots import TalentRecord
+from pin_chessboard_pipelines.talent.topic_reader import Source
 
 TALENT_SYNC = "TalentSync"  # status_source of replicated statuses; source of price/status events
 # A PIN-side hold that a Talent `Sold` must not silently override (CHESSBOARD_SYNC_STATUS_CONFLICT).
@@ -97,6 +98,23 @@ def with_developer_tenants(parent: str, rows: dict[str, dict[str, Any]]) -> dict
 def is_stale(old: Row | None, replica_version: int) -> bool:
     """The version guard: a snapshot no newer than the stored row is skipped."""
     return old is not None and old["replica_version"] >= replica_version
+
+
+def superseded_by_delete(source: Source | None, tombstone: tuple[int | None, int | None] | None) -> bool:
+    """Whether a later delete makes a snapshot stale (docs/talent-source.md#deletes). A tombstone
+    carries no version, so its position in the topic is its version: a snapshot read from the same
+    partition before it (a dead letter replayed, a late replay) or read from no topic (ApiPull,
+    which cannot say when it read) is older; one read after it re-creates the entity. A delete of
+    no known position, or one of another partition (the topic was repartitioned), leaves the
+    decision to the version guard."""
+    if tombstone is None:
+        return False
+    partition, offset = tombstone
+    if partition is None or offset is None:
+        return False
+    if source is None:
+        return True
+    return source.partition == partition and source.offset < offset
 
 
 def owner_changed(entity: str, values: Row, old: Row | None) -> str | None:

@@ -14,7 +14,7 @@ from pin_chessboard_pipelines.replica.apply import (
     apply_snapshots,
     apply_tombstones,
 )
-from pin_chessboard_pipelines.talent.topic_reader import Item, is_tombstone
+from pin_chessboard_pipelines.talent.topic_reader import Item, is_tombstone, source_of
 
 
 def merge_results(results: Sequence[ApplyResult]) -> ApplyResult:
@@ -54,7 +54,7 @@ def apply_topic_items(conn: Connection, entity: str, items: Sequence[Item], ctx:
 
 def _apply_run(conn: Connection, entity: str, run: list[Item], ctx: ApplyContext) -> ApplyResult:
     if is_tombstone(run[0]):
-        return apply_tombstones(conn, entity, [item["id"] for item in run], ctx)
+        return apply_tombstones(conn, entity, [item["id"] for item in run], ctx, [source_of(i) for i in run])
     return apply_snapshots(conn, entity, run, ctx)
 
 

@@ -11,6 +11,7 @@ from pin_chessboard_pipelines.entities import Entity
 from pin_chessboard_pipelines.replica.batch import Batch, Item
 from pin_chessboard_pipelines.replica.columns import ReplicaEntity
 from pin_chessboard_pipelines.replica.rules import NumberKey
+from pin_chessboard_pipelines.talent.topic_reader import Source
 
 
 class ReplicaView(Protocol):
@@ -44,6 +45,20 @@ class ReplicaView(Protocol):
 
     def delete(self, batch: Batch, talent_ids: list[str]) -> None:
         """Soft-deletes the alive rows of the ids (tombstones)."""
+        ...
+
+    def tombstones(
+        self, spec: ReplicaEntity, talent_ids: list[str]
+    ) -> dict[str, tuple[int | None, int | None]]:
+        """Talent id -> (partition, offset) of its delete read from the topic (rules.superseded_by_delete)."""
+        ...
+
+    def record_tombstones(self, batch: Batch, sources: dict[str, Source]) -> None:
+        """Where the tombstones of the ids were read."""
+        ...
+
+    def forget_tombstones(self, batch: Batch, talent_ids: list[str]) -> None:
+        """The entities were re-created by snapshots read after their deletes."""
         ...
 
     def request_recalcs(self, batch: Batch, projects: dict[str, str]) -> None:

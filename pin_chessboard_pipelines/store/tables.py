@@ -391,6 +391,33 @@ talent_import_failed_items = Table(
     Column("error_message", String(1024)),
     Column("payload", JSONB),
     _ts("created_at"),
+    # the Kafka message the item was read from (talent-sync, TopicReplay; NULL for ApiPull): one row
+    # per run and message, however often a batch is read again (docs/talent-source.md#poison-items)
+    Column("source_topic", String(255)),
+    Column("source_partition", Integer),
+    Column("source_offset", BigInteger),
+    Index(
+        "uq_talent_import_failed_items_source",
+        "run_id",
+        "source_topic",
+        "source_partition",
+        "source_offset",
+        unique=True,
+    ),
+)
+
+# Deletes of the Talent topics (tombstones carry no version): the position of the last one per
+# entity and Talent id. A snapshot read before it (a dead letter, a late replay) or from no topic
+# (ApiPull) does not bring the entity back; one read after it re-creates it and the row goes
+# (docs/talent-source.md#deletes).
+talent_tombstones = Table(
+    "talent_tombstones",
+    metadata,
+    Column("entity", String(16), primary_key=True),
+    Column("external_talent_id", UUID(as_uuid=True), primary_key=True),
+    Column("source_partition", Integer),
+    Column("source_offset", BigInteger),
+    _ts("deleted_at"),
 )
 
 outbox_messages = Table(

@@ -3,7 +3,10 @@ import source and the streaming consumer (talent_sync/) both need.
 
 - Messages as items: a snapshot is its decoded JSON object; a tombstone (null value) is
   `{"id": key, TOMBSTONE: True}`; a value that is not a JSON object becomes
-  `{"id": key, "undecodableValue": …}`, which the apply path quarantines.
+  `{"id": key, "undecodableValue": …}`, which the apply path quarantines. Each carries the
+  message's position under SOURCE (`[topic, partition, offset]`): the rule of deletes
+  (docs/talent-source.md#deletes) and the key of its quarantine row read it; it is no field of the
+  snapshot and no quarantine payload keeps it.
 - `check_topics`: every partition of the six topics, or a refusal when a topic is missing.
 - `group_lag`: messages after the consumer group's committed offsets.
 - `sync_running`: whether the streaming consumer holds its lock (it reads assigned partitions, so
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer
 from sqlalchemy.engine import Engine
@@ -26,10 +29,26 @@ from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, TALENT_SYNC_L
 
 Item = dict[str, Any]
 TOMBSTONE = "__tombstone__"
+SOURCE = "__source__"
 
 
-def decode_message(key: bytes | None, value: bytes | None) -> Item:
-    """One message of a Talent topic as an item of the apply path."""
+class Source(NamedTuple):
+    """Where an item was read: its topic, partition and offset."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+def decode_message(key: bytes | None, value: bytes | None, source: Source | None = None) -> Item:
+    """One message of a Talent topic as an item of the apply path (`source`: its position)."""
+    item = _decode(key, value)
+    if source is not None:
+        item[SOURCE] = [source.topic, source.partition, source.offset]
+    return item
+
+
+def _decode(key: bytes | None, value: bytes | None) -> Item:
     key_text = key.decode("utf-8", "replace") if key is not None else None
     if value is None:
         return {"id": key_text, TOMBSTONE: True}
@@ -39,7 +58,26 @@ def decode_message(key: bytes | None, value: bytes | None) -> Item:
         item = None
     if not isinstance(item, dict):
         return {"id": key_text, "undecodableValue": value[:512].decode("utf-8", "replace")}
+    item.pop(SOURCE, None)  # only the reader says where a message was read
     return item
+
+
+def message_source(message: Any) -> Source:
+    """The position of a Kafka message (or of a dead letter's original message)."""
+    return Source(message.topic(), int(message.partition()), int(message.offset()))
+
+
+def source_of(item: Any) -> Source | None:
+    """The position an item was read at; None for an item of no topic (ApiPull)."""
+    if not isinstance(item, dict):
+        return None
+    value = item.get(SOURCE)
+    if not isinstance(value, list | tuple) or len(value) != 3:
+        return None
+    try:
+        return Source(str(value[0]), int(value[1]), int(value[2]))
+    except (TypeError, ValueError):
+        return None
 
 
 def is_tombstone(item: Item) -> bool:
@@ -65,4 +103,15 @@ def sync_running(engine: Engine) -> bool:
     return TALENT_SYNC_LOCK.running(engine)
 
 
-__all__ = ["TOMBSTONE", "check_topics", "decode_message", "group_lag", "is_tombstone", "sync_running"]
+__all__ = [
+    "SOURCE",
+    "TOMBSTONE",
+    "Source",
+    "check_topics",
+    "decode_message",
+    "group_lag",
+    "is_tombstone",
+    "message_source",
+    "source_of",
+    "sync_running",
+]

@@ -21,9 +21,14 @@ docs/talent-initial-import.md).
 - A batch that fails is rolled back and read again as `sync_policy` (retry.py) decides: a store
   that restarts is waited for with backoff as long as the import would
   (CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS), the lock taken again on a new session; any other error
-  gets a few attempts; then the batch is applied message by message, and a message that keeps
-  failing goes to the dead-letter topic `pin-chessboard-talent-sync.dlq` (docs/events.md#dead-letters)
-  while the others apply. `replay-dlq` applies the dead letters again once their cause is fixed.
+  gets a few attempts; then the batch is applied message by message, and the messages that keep
+  failing on their own go to the dead-letter topic `pin-chessboard-talent-sync.dlq`
+  (docs/events.md#dead-letters) while the others apply (only the consumer's own failure stops the
+  run: events/failures.py). `replay-dlq` applies the dead letters again once their cause is fixed,
+  each with the items quarantined because its entity was missing (replica/waiting.py).
+- Every item carries the position it was read at (talent/topic_reader.py SOURCE): a tombstone's
+  position keeps older snapshots from bringing its entity back (docs/talent-source.md#deletes), and
+  an item's quarantine row is written once per message.
 - The loop is the one handbook-sync runs too (events/consume.py `BatchConsumer`); this module
   adds the six topics, the stage barrier and the apply path.
 """
@@ -59,9 +64,15 @@ from pin_chessboard_pipelines.observability.metrics import (
 )
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
+from pin_chessboard_pipelines.replica.waiting import apply_waiting_items
 from pin_chessboard_pipelines.retry import Retrier, Stopper, StopReason
 from pin_chessboard_pipelines.store.handbook_replica import HandbookCache, load_handbook
-from pin_chessboard_pipelines.talent.topic_reader import check_topics, decode_message, is_tombstone
+from pin_chessboard_pipelines.talent.topic_reader import (
+    check_topics,
+    decode_message,
+    is_tombstone,
+    message_source,
+)
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, TALENT_SYNC_LOCK
 from pin_chessboard_pipelines.talent_sync.result import SyncResult
 
@@ -106,6 +117,7 @@ class TalentSync(BatchConsumer[SyncResult]):
         self._paused: set[int] = set()  # stage indexes waiting for their parents
         self._contexts: dict[str, ApplyContext] = {}
         self._handbooks = HandbookCache()
+        self._replaying = False  # apply_dead_letter: the items that waited for its entity come along
 
     # -- the loop's hooks ---------------------------------------------------------------------
 
@@ -162,6 +174,15 @@ class TalentSync(BatchConsumer[SyncResult]):
     def _one_by_one(self, batch: list[Any]) -> list[Any]:
         # parents first, as a batch applies them (a stable sort keeps each partition's order)
         return sorted(batch, key=lambda m: STAGE_INDEX[m.topic()])
+
+    def apply_dead_letter(self, message: Any) -> None:
+        """A dead letter applied again, and in its transaction the items quarantined only because its
+        entity was missing (replica/waiting.py)."""
+        self._replaying = True
+        try:
+            super().apply_dead_letter(message)
+        finally:
+            self._replaying = False
 
     # -- the stage barrier --------------------------------------------------------------------
 
@@ -226,7 +247,9 @@ class TalentSync(BatchConsumer[SyncResult]):
     def _apply(self, batch: list[Any], result: SyncResult) -> ApplyResult:
         by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for message in batch:  # consume() keeps the order of each partition
-            by_topic[message.topic()].append(decode_message(message.key(), message.value()))
+            by_topic[message.topic()].append(
+                decode_message(message.key(), message.value(), message_source(message))
+            )
         total = ApplyResult()
         applied: list[tuple[str, ApplyResult, int]] = []
         with self.engine.begin() as conn:
@@ -240,6 +263,15 @@ class TalentSync(BatchConsumer[SyncResult]):
                 if items:
                     r = apply_topic_items(conn, stage.name, items, self._contexts[stage.topic])
                     applied.append((stage.stage, r, sum(1 for i in items if is_tombstone(i))))
+            if self._replaying:
+                released = apply_waiting_items(
+                    conn,
+                    _present(by_topic, applied),
+                    {stage.name: self._contexts[stage.topic] for stage in ENTITIES},
+                    lambda child, r: applied.append((child.stage, r, 0)),
+                )
+                if released:
+                    log_event(log, logging.INFO, "talent_sync_waiting_items_applied", Items=released)
         for stage_name, r, tombstones in applied:  # counted once the transaction committed
             result.add(stage_name, r, tombstones)
             total.events += r.events
@@ -252,6 +284,23 @@ class TalentSync(BatchConsumer[SyncResult]):
             {f"pin.sync.{name}": getattr(total, name) for name in ("applied", "failed", "events")}
         )
         return total
+
+
+def _present(
+    by_topic: dict[str, list[dict[str, Any]]], applied: list[tuple[str, ApplyResult, int]]
+) -> dict[str, set[str]]:
+    """Entity name -> Talent ids of the snapshots of a batch that were not quarantined (so their
+    rows are in the replica: applied, or newer already)."""
+    quarantined = {str(external_id).lower() for _, r, _ in applied for external_id, _ in r.quarantined}
+    present: dict[str, set[str]] = {}
+    for stage in ENTITIES:
+        ids = {
+            str(item.get("id")).lower()
+            for item in by_topic.get(stage.topic, ())
+            if not is_tombstone(item) and item.get("id") is not None
+        }
+        present[stage.name] = ids - quarantined
+    return present
 
 
 def oldest_message_age(messages: list[Any], now: float | None = None) -> float:

@@ -214,6 +214,33 @@ def test_invalid_values_are_quarantined_and_the_rest_applies(engine, broker, pro
     assert load_handbook_names(engine)[78] == "Санкт-Петербург"
 
 
+class Crash(BaseException):
+    """The process dies after the batch's transaction, before its offsets are committed."""
+
+
+def test_a_batch_read_again_after_a_crash_quarantines_its_invalid_values_once(
+    engine, broker, projects, monkeypatch
+):
+    from pin_chessboard_pipelines.events import consume
+
+    produce(broker, REGIONS_TOPIC, "78", {"id": 78, "name": "", "version": 2})
+    produce(broker, REGIONS_TOPIC, "54", {"id": 54, "name": "Новосибирская обл.", "version": 2})
+    commit = consume.commit_batch
+
+    def crash(*_args, **_kwargs):
+        raise Crash
+
+    monkeypatch.setattr(consume, "commit_batch", crash)
+    with pytest.raises(Crash):
+        sync(engine, broker)
+    monkeypatch.setattr(consume, "commit_batch", commit)
+    again = sync(engine, broker)
+
+    assert again.failed == 1  # seen again, still invalid
+    quarantined = rows(engine, "SELECT external_id FROM chessboard.talent_import_failed_items")
+    assert quarantined == [{"external_id": "78"}]
+
+
 def test_a_republish_cut_short_goes_on_from_its_cursor(engine, broker, projects):
     """A run that stops (or dies) after the handbook change: the next one finishes the rest, each
     project once."""

@@ -121,3 +121,39 @@ def test_touched_projects_dry_run_rows_and_released_numbers():
     assert rules.released_number("propertyObject", {"deleted_at": now}, old) == (("B", "1"), "a")
     assert rules.released_number("propertyObject", {"deleted_at": None}, old) is None
     assert rules.released_number("layout", {"deleted_at": now}, old) is None
+
+
+def test_a_delete_read_from_the_topic_supersedes_what_was_read_before_it_or_from_no_topic():
+    from pin_chessboard_pipelines.replica.rules import superseded_by_delete
+    from pin_chessboard_pipelines.talent.topic_reader import Source
+
+    deleted_at = (2, 10)  # the tombstone: partition 2, offset 10
+    topic = "talent.chessboard.projects.v1"
+    assert superseded_by_delete(Source(topic, 2, 9), deleted_at)  # a dead letter of before the delete
+    assert superseded_by_delete(None, deleted_at)  # ApiPull: it cannot say when it read
+    assert not superseded_by_delete(Source(topic, 2, 11), deleted_at)  # re-created after the delete
+    assert not superseded_by_delete(Source(topic, 2, 9), None)  # never deleted: the version guard decides
+    assert not superseded_by_delete(None, None)
+    assert not superseded_by_delete(Source(topic, 0, 3), deleted_at)  # repartitioned: the version guard
+    assert not superseded_by_delete(Source(topic, 2, 9), (None, None))  # a delete of no known position
+
+
+def test_a_topic_item_carries_where_it_was_read_and_no_snapshot_field_says_otherwise():
+    from pin_chessboard_pipelines.replica.quarantine import payload_json
+    from pin_chessboard_pipelines.talent.topic_reader import SOURCE, Source, decode_message, source_of
+
+    at = Source("talent.chessboard.projects.v1", 1, 42)
+    item = decode_message(b"k", b'{"id": "k", "version": 1, "__source__": ["x", 0, 0]}', at)
+    assert source_of(item) == at and source_of(decode_message(b"k", None, at)) == at
+    assert source_of(decode_message(b"k", b'{"id": "k", "__source__": ["x", 0, 0]}')) is None
+    assert source_of({"id": "k"}) is None and source_of({SOURCE: ["t", "x", 1]}) is None
+    assert payload_json(item) == '{"id":"k","version":1}'
+
+
+def test_the_items_that_wait_for_an_entity_name_it_in_their_parent_fields():
+    from pin_chessboard_pipelines.replica.waiting import parent_fields
+
+    assert parent_fields(entities.DEVELOPER) == {}
+    assert parent_fields(entities.BUILDING) == {"project": "projectId"}
+    assert parent_fields(entities.LAYOUT) == {"project": "projectId", "layoutGroup": "layoutGroupId"}
+    assert parent_fields(entities.PROPERTY_OBJECT) == {"building": "buildingId", "layout": "layoutId"}

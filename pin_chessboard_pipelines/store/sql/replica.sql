@@ -38,6 +38,32 @@ SET deleted_at = now(), version = t.version + 1, updated_at = now(), last_synced
 WHERE t.external_talent_id = ANY(:ids::uuid[]) AND t.deleted_at IS NULL
 RETURNING t.*
 
+-- name: tombstones
+-- The deletes of a batch's Talent ids read from the topics (docs/talent-source.md#deletes): where
+-- each one was read.
+SELECT external_talent_id, source_partition, source_offset
+FROM chessboard.talent_tombstones
+WHERE entity = :entity AND external_talent_id = ANY(:ids::uuid[])
+
+-- name: record_tombstones
+-- A tombstone's position, kept for the key whether or not the replica holds a row of it; a later
+-- tombstone of the key replaces an earlier one, never the other way round (ids unique per call).
+INSERT INTO chessboard.talent_tombstones AS t (entity, external_talent_id, source_partition, source_offset)
+SELECT :entity, u.external_talent_id, u.source_partition, u.source_offset
+FROM unnest(:ids::uuid[], :partitions::int[], :offsets::bigint[])
+     AS u(external_talent_id, source_partition, source_offset)
+ON CONFLICT (entity, external_talent_id) DO UPDATE SET
+    source_partition = EXCLUDED.source_partition,
+    source_offset = EXCLUDED.source_offset,
+    deleted_at = now()
+WHERE t.source_partition IS DISTINCT FROM EXCLUDED.source_partition
+   OR t.source_offset < EXCLUDED.source_offset
+
+-- name: forget_tombstones
+-- A snapshot read after the delete re-created the entity: from now on its version guards it.
+DELETE FROM chessboard.talent_tombstones
+WHERE entity = :entity AND external_talent_id = ANY(:ids::uuid[])
+
 -- name: tombstone_projects
 -- A project's tombstone archives it as a snapshot with deletedAt does (docs/store.md).
 UPDATE chessboard.projects AS t
@@ -85,12 +111,31 @@ FROM chessboard.{table}
 WHERE id = ANY(:ids::uuid[])
 
 -- name: insert_failed_items
+-- One row per run and message read from a topic: a batch read again (a crash before its offsets
+-- were committed) quarantines nothing twice; `ord` of the rows written comes back. Items of no
+-- topic (ApiPull, NULL source) are always written.
 INSERT INTO chessboard.talent_import_failed_items
-    (run_id, stage, external_id, error_code, error_message, payload)
-SELECT :run_id::uuid, :stage, u.external_id, u.error_code, u.error_message, u.payload::jsonb
+    (run_id, stage, external_id, error_code, error_message, payload, source_topic, source_partition,
+     source_offset)
+SELECT :run_id::uuid, :stage, u.external_id, u.error_code, u.error_message, u.payload::jsonb,
+       u.source_topic, u.source_partition, u.source_offset
 FROM unnest(:external_ids::text[], :error_codes::text[], :error_messages::text[],
-            :payloads::text[]) WITH ORDINALITY AS u(external_id, error_code, error_message, payload, ord)
+            :payloads::text[], :source_topics::text[], :source_partitions::int[],
+            :source_offsets::bigint[])
+     WITH ORDINALITY AS u(external_id, error_code, error_message, payload, source_topic,
+                          source_partition, source_offset, ord)
 ORDER BY u.ord
+ON CONFLICT (run_id, source_topic, source_partition, source_offset) DO NOTHING
+RETURNING source_topic, source_partition, source_offset
+
+-- name: take_waiting_items
+-- A replayed dead letter's entity is there now: the items the streaming sync quarantined only
+-- because it was missing (CHESSBOARD_SYNC_PARENT_NOT_FOUND; `field` is the snapshot field naming
+-- the parent's Talent id) leave the quarantine, to be applied in the same transaction.
+DELETE FROM chessboard.talent_import_failed_items
+WHERE run_id = :run_id::uuid AND stage = :stage AND error_code = :code
+  AND lower(payload->>:field) = ANY(:ids::text[])
+RETURNING id, payload::text AS payload, source_topic, source_partition, source_offset
 
 -- Upserts: create from the snapshot (version 1, Draft for developer/project/building, counters 0,
 -- bounds NULL by the column defaults) or overwrite ONLY the replica fields under the version guard;

@@ -42,7 +42,13 @@ from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentTransientError
-from pin_chessboard_pipelines.talent.topic_reader import Item, decode_message, is_tombstone, sync_running
+from pin_chessboard_pipelines.talent.topic_reader import (
+    Item,
+    Source,
+    decode_message,
+    is_tombstone,
+    sync_running,
+)
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP
 from pin_chessboard_pipelines.talent_import.request import ImportMode, Scope
 from pin_chessboard_pipelines.talent_import.sources.base import PlannedPage
@@ -290,7 +296,9 @@ class TopicReplaySource:
                     offset = int(message.offset() or 0)
                     if offset >= stop:
                         return items
-                    items.append(decode_message(message.key(), message.value()))
+                    items.append(
+                        decode_message(message.key(), message.value(), Source(topic, partition, offset))
+                    )
                     if offset + 1 >= stop:
                         return items
         finally:
