@@ -63,6 +63,34 @@ def _in_flight_page(stack: DagsterStack) -> dict | None:
     return next((r for r in rows if r["status"] == "InProgress" and r["claimed_by"]), None)
 
 
+def _frozen_in_a_page(stack: DagsterStack, pid: int, claimant: str, timeout: float = 60) -> dict:
+    """The run worker stopped (SIGSTOP) while it holds a PropertyObjects page InProgress: the page
+    the SIGKILL will catch in flight (a page takes milliseconds once read, so a page seen
+    InProgress a moment before a kill may be Done when it lands)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(0.3)  # a commit already on its way reaches the database
+        with stack.engine.connect() as conn:
+            page = (
+                conn.execute(
+                    sa.text(
+                        "SELECT id, status, claimed_by FROM chessboard.talent_import_pages"
+                        " WHERE stage = 'PropertyObjects' AND status = 'InProgress' AND claimed_by = :c"
+                        " LIMIT 1"
+                    ),
+                    {"c": claimant},
+                )
+                .mappings()
+                .first()
+            )
+        if page is not None:
+            return dict(page)
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.2)
+    raise AssertionError(f"the run worker {pid} was never caught holding a page")
+
+
 def _cmdline(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
 
@@ -88,14 +116,16 @@ def test_a_killed_run_worker_is_retried_as_a_resume_and_the_import_completes(sta
     [launched] = graphql.runs(tags={"pin/launched-by": bootstrap_id})
     run_id = launched["runId"]
 
-    victim = wait_until(lambda: _in_flight_page(stack), 300, "a PropertyObjects page in flight")
-    pid = int(victim["claimed_by"].rsplit(":", 1)[1])
+    seen = wait_until(lambda: _in_flight_page(stack), 300, "a PropertyObjects page in flight")
+    claimant = seen["claimed_by"]
+    pid = int(claimant.rsplit(":", 1)[1])
     # the page's claimant is the run worker: the code server's child that runs the whole run (the
     # in-process executor), not the code server itself
     assert "spawn_main" in _cmdline(pid), _cmdline(pid)
     assert "api grpc" in _cmdline(_parent(pid)), _cmdline(_parent(pid))
     assert _run(stack, run_id)["status"] == "STARTED"
     quarantined = scalar(stack.engine, "SELECT count(*) FROM chessboard.talent_import_failed_items")
+    victim = _frozen_in_a_page(stack, pid, claimant)
     os.kill(pid, signal.SIGKILL)
     killed_at = dt.datetime.now(dt.UTC)
     started = time.monotonic()
