@@ -124,6 +124,7 @@ def run_import_command(
 
     from pin_chessboard_pipelines.cli.jobs import execute_as_launched
     from pin_chessboard_pipelines.defs.pools import ensure_pools
+    from pin_chessboard_pipelines.defs.singleton import NO_RUN_RETRIES
     from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB, PARTITIONS, TalentImportConfig
     from pin_chessboard_pipelines.defs.talent_import.partitions import (
         add_developer_partitions,
@@ -216,6 +217,9 @@ def run_import_command(
                     "dagster/asset_partition_range_start": selected[0],
                     "dagster/asset_partition_range_end": selected[-1],
                     "pin/trigger": "cli",
+                    # this process is the run worker: a killed command is resumed by running it
+                    # again, not by the daemon's retry beside it (docs/deployment.md#run-retries)
+                    **NO_RUN_RETRIES,
                 },
             )
         if not executed.success:

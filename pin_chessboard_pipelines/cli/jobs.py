@@ -53,7 +53,10 @@ def run_job(
 
     job = build_definitions().resolve_job_def(job_name)
     run_config = {**CONSOLE_LOGGER, "ops": {name: {"config": op_config} for name in names}}
-    tags = {"pin/trigger": "cli"}
+    from pin_chessboard_pipelines.defs.singleton import NO_RUN_RETRIES
+
+    # this process is the run worker: a killed command is run again, the daemon does not retry it
+    tags = {"pin/trigger": "cli", **NO_RUN_RETRIES}
     with dg.DagsterInstance.get() as instance:
         result = execute_as_launched(
             instance,

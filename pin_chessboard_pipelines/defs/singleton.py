@@ -13,6 +13,10 @@ import dagster as dg
 
 # dagster.yaml limits runs with this tag to one per value (run coordinator).
 SINGLETON_TAG = "pin/singleton"
+# Tags of a job whose sensor already launches the next run when one fails: the daemon's run retries
+# (dagster.yaml `run_retries`) leave its runs alone, so a dead worker's run is followed by one run,
+# the sensor's, not by a retry beside it (docs/deployment.md#run-retries).
+NO_RUN_RETRIES = {"dagster/max_retries": "0"}
 
 IN_PROGRESS = [
     dg.DagsterRunStatus.QUEUED,

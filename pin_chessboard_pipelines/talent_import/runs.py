@@ -198,9 +198,14 @@ def end_run_of_dagster_run(
 ) -> Row | None:
     """The import run a Dagster run worked on, if it still runs with that Dagster run: ended
     `status` (its steps never got to end it: a terminate between steps, a killed process), its held
-    recalc requests due. None when there is none, or a later Dagster run resumed it."""
-    run = run_of_dagster_run(conn, dagster_run_id)
-    if run is None or run["status"] != RunStatus.RUNNING.value:
+    recalc requests due. None when there is none, or a later Dagster run resumed it (the row is
+    locked first: a retry's resume that commits meanwhile is not undone)."""
+    run = (
+        conn.execute(statement("lock_running_run_of_dagster_run"), {"dagster_run_id": dagster_run_id})
+        .mappings()
+        .first()
+    )
+    if run is None:
         return None
     return _end_releasing_requests(conn, run["id"], status, error, debounce_seconds, cap_seconds)
 

@@ -126,6 +126,9 @@ def test_a_sigkilled_drain_worker_is_marked_failed_and_the_sensor_launches_again
         what="a new drain run",
     )
     assert replacement[0]["tags"]["dagster/sensor_name"] == SENSOR_NAME
+    # the sensor's run replaces it, not the daemon's run retry as well (dagster/max_retries: 0)
+    assert gql.run(run["runId"])["tags"]["dagster/will_retry"] == "false"
+    assert gql.runs(tags={"dagster/parent_run_id": run["runId"]}) == []
 
 
 def test_the_retention_job_deletes_old_runs_of_the_frequent_jobs_and_keeps_imports(dagster_stack):

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import (
+    NO_RUN_RETRIES,
     SINGLETON_TAG,
     graceful_interrupts,
     singleton_run_request,
@@ -131,7 +132,7 @@ def consume_handbook_topics(
     description="handbook-sync: pin.handbook.regions.v1 / cities.v1 into the handbook replica, and the "
     "republish of the projects of a renamed region or city.",
     executor_def=dg.in_process_executor,
-    tags={SINGLETON_TAG: SINGLETON_VALUE},
+    tags={SINGLETON_TAG: SINGLETON_VALUE, **NO_RUN_RETRIES},
 )
 def handbook_sync() -> None:
     consume_handbook_topics()

@@ -21,6 +21,7 @@ from pin_chessboard_pipelines.defs.resources import (
     lag_evaluation,
 )
 from pin_chessboard_pipelines.defs.singleton import (
+    NO_RUN_RETRIES,
     SINGLETON_TAG,
     graceful_interrupts,
     singleton_run_request,
@@ -155,7 +156,7 @@ def relay_outbox(
     name=JOB_NAME,
     description="Outbox relay: publishes chessboard.outbox_messages rows to the pin.chessboard topics.",
     executor_def=dg.in_process_executor,
-    tags={SINGLETON_TAG: SINGLETON_VALUE},
+    tags={SINGLETON_TAG: SINGLETON_VALUE, **NO_RUN_RETRIES},
 )
 def outbox_relay() -> None:
     relay_outbox()

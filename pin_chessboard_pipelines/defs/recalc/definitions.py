@@ -20,7 +20,7 @@ from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.defs.executors import concurrent_steps_config
 from pin_chessboard_pipelines.defs.fan_out import start_workers, worker_outputs
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
-from pin_chessboard_pipelines.defs.singleton import IN_PROGRESS, graceful_interrupts
+from pin_chessboard_pipelines.defs.singleton import IN_PROGRESS, NO_RUN_RETRIES, graceful_interrupts
 from pin_chessboard_pipelines.errors import RECALC_POISON
 from pin_chessboard_pipelines.observability import metrics
 from pin_chessboard_pipelines.observability.logs import log_event
@@ -264,7 +264,7 @@ def recalc_job(resource_defs: dict[str, Any] | None = None) -> dg.JobDefinition:
         name=JOB_NAME,
         description="project-aggregates-recalc: drains of project_recalc_requests' due rows "
         "(CHESSBOARD_RECALC_DRAINS of them, or the run config's `drains`).",
-        tags={DRAIN_TAG: SINGLETON_VALUE},
+        tags={DRAIN_TAG: SINGLETON_VALUE, **NO_RUN_RETRIES},
         resource_defs=resource_defs,
     )
     def project_aggregates_recalc() -> None:

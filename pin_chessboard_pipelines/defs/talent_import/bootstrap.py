@@ -68,10 +68,33 @@ def _developers(settings: Settings, config: FullBootstrapConfig, chessboard: Che
         source.close()
 
 
+def earlier_import(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.DagsterRun | None:
+    """The import run a failed run this one re-executes submitted (its parent, or the parent's
+    parent while they failed): a bootstrap whose worker died after the submit and was retried by
+    the daemon (dagster.yaml `run_retries`) or re-executed from failure hands that import on, it
+    never submits a second one. None for a first run or one whose failed parents submitted none."""
+    parent_id = run.parent_run_id
+    while parent_id is not None:
+        parent = instance.get_run_by_id(parent_id)
+        if parent is None or parent.status != dg.DagsterRunStatus.FAILURE:
+            return None
+        submitted = instance.get_runs(filters=dg.RunsFilter(tags={LAUNCHED_BY_TAG: parent_id}), limit=1)
+        if submitted:
+            return submitted[0]
+        parent_id = parent.parent_run_id
+    return None
+
+
 def _submit_import(context: dg.OpExecutionContext, config: FullBootstrapConfig, keys: list[str]) -> str:
     """Creates the import run as the UI's launch would (the location's origin, the job's snapshot)
-    and puts it in the run queue; returns its run id."""
+    and puts it in the run queue; returns its run id. A re-execution of a failed bootstrap that had
+    submitted its import returns that one (queued now if its submit never happened)."""
     own = context.dagster_run
+    earlier = earlier_import(context.instance, own)
+    if earlier is not None:
+        if earlier.status == dg.DagsterRunStatus.NOT_STARTED:  # created, the worker died before the submit
+            context.instance.submit_run(earlier.run_id, workspace=None)  # type: ignore[arg-type]
+        return earlier.run_id
     if own.remote_job_origin is None or own.job_code_origin is None:
         raise dg.Failure(
             description=f"{BOOTSTRAP_JOB} submits the import to the Dagster instance's run queue: launch "

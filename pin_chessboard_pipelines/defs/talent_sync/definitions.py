@@ -13,6 +13,7 @@ from pydantic import Field
 
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import (
+    NO_RUN_RETRIES,
     SINGLETON_TAG,
     graceful_interrupts,
     singleton_run_request,
@@ -93,7 +94,7 @@ def consume_talent_topics(
     name=JOB_NAME,
     description="talent-chessboard-sync: the streaming consumer of the six talent.chessboard.*.v1 topics.",
     executor_def=dg.in_process_executor,
-    tags={SINGLETON_TAG: SINGLETON_VALUE},
+    tags={SINGLETON_TAG: SINGLETON_VALUE, **NO_RUN_RETRIES},
 )
 def talent_sync() -> None:
     consume_talent_topics()

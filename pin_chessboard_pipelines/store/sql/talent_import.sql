@@ -41,6 +41,16 @@ WHERE dagster_run_id = :dagster_run_id
 ORDER BY started_at DESC
 LIMIT 1
 
+-- name: lock_running_run_of_dagster_run
+-- The Running run a Dagster run works on, locked to be ended by someone else than its steps (the
+-- run-status sensors): once a later Dagster run resumed it (a retry of a dead run worker), it is
+-- none; a resume that comes after waits for this transaction and resumes the ended run.
+SELECT * FROM chessboard.talent_import_runs
+WHERE dagster_run_id = :dagster_run_id AND status = 'Running'
+ORDER BY started_at DESC
+LIMIT 1
+FOR UPDATE
+
 -- name: latest_run
 SELECT * FROM chessboard.talent_import_runs ORDER BY started_at DESC LIMIT 1
 
