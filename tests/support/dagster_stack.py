@@ -89,9 +89,10 @@ fragment RunFields on Run { runId jobName status creationTime startTime endTime 
 class DagsterGraphQL:
     """The webserver's /graphql endpoint (dagster-graphql's schema), a few calls tests need."""
 
-    def __init__(self, base_url: str, timeout: float = 90.0) -> None:
+    def __init__(self, base_url: str, timeout: float = 90.0, location: str = LOCATION) -> None:
         self.url = f"{base_url}/graphql"
         self.timeout = timeout
+        self.location = location  # the code location's name in the workspace
         self.session = requests.Session()
 
     def query(self, query: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -117,7 +118,7 @@ class DagsterGraphQL:
     ) -> str:
         """launchRun of a job (`__ASSET_JOB` with asset_keys for assets); returns the run id."""
         selector: dict[str, Any] = {
-            "repositoryLocationName": LOCATION,
+            "repositoryLocationName": self.location,
             "repositoryName": REPOSITORY,
             "jobName": job_name,
         }
@@ -287,7 +288,7 @@ class DagsterGraphQL:
 
     def _instigator_selector(self, name: str, kind: str) -> dict[str, str]:
         return {
-            "repositoryLocationName": LOCATION,
+            "repositoryLocationName": self.location,
             "repositoryName": REPOSITORY,
             f"{kind}Name": name,
         }
@@ -346,7 +347,7 @@ class DagsterGraphQL:
         )
         entries = data["workspaceOrError"].get("locationEntries", [])
         for entry in entries:
-            if entry["name"] == LOCATION and entry["loadStatus"] == "LOADED":
+            if entry["name"] == self.location and entry["loadStatus"] == "LOADED":
                 loaded = entry["locationOrLoadError"] or {}
                 if loaded.get("__typename") == "PythonError":
                     raise GraphQLError(f"code location failed to load: {loaded['message']}")
@@ -517,25 +518,66 @@ def start_dagster_stack(
         "daemon": [str(BIN / "dagster-daemon"), "run", "-w", workspace],
     }
     try:
-        for name, command in commands.items():
-            stack.processes[name] = subprocess.Popen(
-                command,
-                cwd=home,
-                env=stack_env,
-                stdin=subprocess.DEVNULL,
-                stdout=(logs / f"{name}.log").open("ab"),
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        _wait_ready(stack, ready_timeout)
-        yield stack
+        with running_stack(
+            stack, {name: (command, stack_env) for name, command in commands.items()}, ready_timeout
+        ):
+            yield stack
     finally:
-        for proc in stack.processes.values():
-            _stop(proc)
         get_engine(chessboard_url).dispose()
         for db in (chessboard_db, dagster_db):
             admin_execute(pg_server_url, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
         shutil.rmtree(base, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running_stack(
+    stack: DagsterStack,
+    commands: Mapping[str, tuple[list[str], Mapping[str, str]]],
+    ready_timeout: float = 180,
+) -> Iterator[DagsterStack]:
+    """Starts `commands` (name -> argv and environment; a webserver at stack.webserver_url and a
+    daemon among them), each in a process group of its own with its output in stack.logs/<name>.log,
+    in the given order, and waits until the code location is loaded and the daemon's loops are
+    healthy; stops every group at the end. A process named `code-server` is waited for first:
+    `dagster api grpc-health-check` answers on the port of its `-p`."""
+    try:
+        for name, (command, env) in commands.items():
+            stack.processes[name] = subprocess.Popen(
+                command,
+                cwd=stack.home,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=(stack.logs / f"{name}.log").open("ab"),
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            if name == "code-server":
+                _wait_code_server(stack, command[command.index("-p") + 1], ready_timeout)
+        _wait_ready(stack, ready_timeout)
+        yield stack
+    finally:
+        for proc in reversed(stack.processes.values()):  # the code server last: the daemon calls it
+            _stop(proc)
+
+
+def _wait_code_server(stack: DagsterStack, port: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        stack.check_alive()
+        health = subprocess.run(
+            [str(BIN / "dagster"), "api", "grpc-health-check", "-p", port],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if health.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"the code server does not answer on port {port} after {timeout:.0f}s: "
+                f"{health.stdout + health.stderr}\n{stack.log_tail()}"
+            )
+        time.sleep(1)
 
 
 def _wait_ready(stack: DagsterStack, timeout: float) -> None:
