@@ -1,5 +1,6 @@
 """The Dockerfile builds (podman) and its image serves the definitions: `dagster definitions validate`
-with the k8s executor, the code server answering its health check, a non-root user, no secret in
+with the k8s executor, the code server answering its health check (also started with the command
+and environment of the user-code Deployment the Helm chart renders), a non-root user, no secret in
 the image's environment.
 
 A tier of its own, `make image-tests` (CHESSBOARD_IMAGE_TESTS=1, tests/k8s/conftest.py): a first
@@ -106,35 +107,63 @@ def test_the_image_runs_as_a_user_without_secrets_in_its_environment(image):
     assert not [name for name in SECRET_NAMES if name in inspected.stdout]
 
 
-def test_the_image_entry_point_is_the_code_server(image):
+def _code_server_answers(
+    image: tuple[list[str], list[str]],
+    env: dict[str, str],
+    command: list[str],
+    health: list[str],
+) -> None:
+    """A container of the image with `env` and `command` (none: the image's CMD) answers `health`
+    (run inside it) within 300 s; the container is removed afterwards."""
     global_flags, flags = image
+    env_flags = [item for name, value in env.items() for item in ("-e", f"{name}={value}")]
     started = _podman(
-        *global_flags,
-        "run",
-        "--detach",
-        "--network",
-        "none",
-        *flags,
-        "-e",
-        "CHESSBOARD_DAGSTER_EXECUTOR=k8s",
-        IMAGE,
-        check=True,
+        *global_flags, "run", "--detach", "--network", "none", *flags, *env_flags, IMAGE, *command, check=True
     )
     container = started.stdout.strip()
     try:
         deadline = time.monotonic() + 300  # the server loads the definitions first (slow on a busy machine)
         while True:
-            health = _podman(
-                *global_flags, "exec", container, "dagster", "api", "grpc-health-check", "-p", "3030"
-            )
-            if health.returncode == 0 or time.monotonic() > deadline:
+            answer = _podman(*global_flags, "exec", container, *health)
+            if answer.returncode == 0 or time.monotonic() > deadline:
                 break
             time.sleep(2)
         logs = _podman("logs", container)
-        assert health.returncode == 0, (health.stdout + logs.stdout + logs.stderr)[-3000:]
-        assert "gRPC connection successful" in health.stdout + health.stderr
+        assert answer.returncode == 0, (answer.stdout + logs.stdout + logs.stderr)[-3000:]
+        assert "gRPC connection successful" in answer.stdout + answer.stderr
     finally:
         _podman(*global_flags, "rm", "--force", "--time", "0", container)
+
+
+def test_the_image_entry_point_is_the_code_server(image):
+    _code_server_answers(
+        image,
+        {"CHESSBOARD_DAGSTER_EXECUTOR": "k8s"},
+        [],
+        ["dagster", "api", "grpc-health-check", "-p", "3030"],
+    )
+
+
+def test_the_code_server_starts_as_the_rendered_user_deployment_starts_it(image):
+    """The user-code Deployment the Helm chart renders from deploy/helm/values.yaml: its container's
+    args and environment (values' env, the chart's ConfigMaps, the Secrets with test values), and
+    its readiness probe as the health check (tests/support/helm_chart.py; skipped with one line
+    when the chart is not there)."""
+    from tests.support import helm_chart
+
+    rendered = helm_chart.render()
+    container = helm_chart.user_container(rendered)
+    secrets = {
+        "pin-chessboard-dagster-postgresql": {"postgresql-password": "image-test"},
+        "pin-chessboard-env": {
+            "CHESSBOARD_DATABASE_URL": "postgresql://chessboard:x@postgres:5432/chessboard",
+            "DAGSTER_POSTGRES_URL": "postgresql://dagster:x@postgres:5432/dagster",
+            "TALENT_API_TOKEN": "image-test",
+        },
+    }
+    env = helm_chart.container_env(rendered, container, secrets)
+    assert env["CHESSBOARD_DAGSTER_EXECUTOR"] == "k8s"
+    _code_server_answers(image, env, container["args"], container["readinessProbe"]["exec"]["command"])
 
 
 def test_the_image_leaves_the_demo_out(image):
