@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shlex
 import shutil
 import tempfile
@@ -152,6 +153,8 @@ def test_every_setting_of_dagster_yaml_is_rendered_or_documented(instance):
     for key, rendered_as in DIFFERENT.items():
         assert rendered_as in rows[key], (key, rows[key])
         assert len(rows[key].split("|")[3].strip()) > 40, f"no reason given for {key}"
+    assert {instance[storage]["module"].split(".")[0] for storage in STORAGES} == {"dagster_postgres"}
+    assert "DAGSTER_POSTGRES_URL" not in yaml.safe_dump(instance)  # for `pin-chessboard` in a pod only
     assert project.get("compute_logs") is None  # Dagster's default: captured to local files
     assert instance["compute_logs"]["class"] == "NoOpComputeLogManager"
     assert instance["run_launcher"]["class"] == "K8sRunLauncher"
@@ -209,16 +212,21 @@ def local_instance(instance: Mapping[str, Any], server_url: str) -> dict[str, An
 @pytest.fixture
 def dagster_database(instance, pg_server_url: str) -> Iterator[str]:
     """The role and database the rendered instance names (`dagster`, `dagster`), the role with
-    PG_PASSWORD; dropped afterwards. Refuses to touch a database of that name it did not create."""
+    PG_PASSWORD; dropped afterwards. On the suite's own embedded server a database of that name is
+    a leftover of an earlier test (`pin-chessboard` commands without DAGSTER_POSTGRES_URL create it)
+    and is dropped first; on a server given by CHESSBOARD_DATABASE_URL it is left alone and the test
+    fails."""
     postgres_db = instance["run_storage"]["config"]["postgres_db"]
     user, database = postgres_db["username"], postgres_db["db_name"]
-    exists = admin_execute(pg_server_url, f"SELECT 1 FROM pg_database WHERE datname = '{database}'")
-    assert not exists, f"database {database} already exists on the test server: not used, not dropped"
+    if admin_execute(pg_server_url, f"SELECT 1 FROM pg_database WHERE datname = '{database}'"):
+        assert not os.environ.get("CHESSBOARD_DATABASE_URL"), (
+            f"database {database} already exists on the server of CHESSBOARD_DATABASE_URL: not used, not dropped"
+        )
+        admin_execute(pg_server_url, f'DROP DATABASE "{database}" WITH (FORCE)')
     role = admin_execute(pg_server_url, f"SELECT 1 FROM pg_roles WHERE rolname = '{user}'")
-    verb = "ALTER" if role else "CREATE"
     admin_execute(
         pg_server_url,
-        f"{verb} ROLE \"{user}\" LOGIN PASSWORD '{PG_PASSWORD}'",
+        f"{'ALTER' if role else 'CREATE'} ROLE \"{user}\" LOGIN PASSWORD '{PG_PASSWORD}'",
         f'CREATE DATABASE "{database}" OWNER "{user}"',
     )
     try:
