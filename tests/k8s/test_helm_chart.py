@@ -98,6 +98,7 @@ DIFFERENT = {
     "storage": "dagster-postgres' own storage classes",
     "run_launcher": "K8sRunLauncher",
     "compute_logs": "NoOpComputeLogManager",
+    "nux": "not written",
 }
 
 
