@@ -14,7 +14,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pin_chessboard_pipelines.entities import ENTITIES
-from pin_chessboard_pipelines.events.kafka_client import client_config
+from pin_chessboard_pipelines.events.kafka_client import client_config, list_topics
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec, iter_items
 
 POLL_EVERY = 1000  # serve delivery callbacks every this many messages
@@ -31,6 +31,7 @@ def create_compacted_topics(
     """Creates the topics of `partitions` (topic -> partition count), compacted; ones that exist
     are left as they are."""
     admin = AdminClient(client_config(bootstrap_servers))
+    list_topics(admin, bootstrap_servers, min(timeout, 10))  # a broker refusing the client: KafkaRefused
     new_topics = [
         NewTopic(topic, num_partitions=n, replication_factor=1, config={"cleanup.policy": "compact"})
         for topic, n in partitions.items()
