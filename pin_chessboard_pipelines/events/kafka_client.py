@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 SECURITY_FAILURES = frozenset(
     {KafkaError._SSL, KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED}
 )
+FIRST_LOOK_SECONDS = 2.0  # a metadata request that fails this long: is the client refused?
+REFUSAL_SECONDS = 3.0  # how long a refusal is looked for
 
 
 class _LibrdkafkaLog:
@@ -71,16 +73,22 @@ def refusal_line(reason: str) -> str:
 
 
 def list_topics(client: Any, bootstrap_servers: str, timeout: float, topic: str | None = None) -> Any:
-    """`client.list_topics`, except that a broker refusing the client's TLS or login raises
-    KafkaRefused rather than the metadata request's timeout."""
+    """`client.list_topics` within `timeout`, except that a broker refusing the client's TLS or
+    login raises KafkaRefused (after about FIRST_LOOK_SECONDS) rather than the request's timeout:
+    a metadata request serves no callback, so a first short one that fails is followed by
+    `raise_if_refused`, then by the rest of the timeout."""
+    deadline = time.monotonic() + timeout
     try:
-        return client.list_topics(topic, timeout=timeout)
+        return client.list_topics(topic, timeout=min(timeout, FIRST_LOOK_SECONDS))
     except KafkaException:
-        raise_if_refused(bootstrap_servers)
-        raise
+        if timeout <= FIRST_LOOK_SECONDS:
+            raise_if_refused(bootstrap_servers)
+            raise
+    raise_if_refused(bootstrap_servers, min(REFUSAL_SECONDS, max(0.0, deadline - time.monotonic())))
+    return client.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
 
 
-def raise_if_refused(bootstrap_servers: str, seconds: float = 5.0) -> None:
+def raise_if_refused(bootstrap_servers: str, seconds: float = REFUSAL_SECONDS) -> None:
     """After a client found no broker (a metadata request timed out, which serves no callback): a
     producer of the same configuration connects for up to `seconds` and raises KafkaRefused if its
     TLS handshake or login is refused; returns when it reaches the broker or hears nothing."""
