@@ -1,7 +1,8 @@
 """Secured Kafka (operations.md "Production Kafka (v1.3)"): the KAFKA_* client properties reach
 the project's commands, against a real broker behind TLS (Tansu + stunnel, tests/support/kafka_tls.py).
 
-- `outbox relay` (admin client, producer) and the reference consumer work over SSL with the CA;
+- `outbox relay` (admin client, producer) and the reference consumer work over SSL with the CA,
+  and so do the simulator's publisher and talent-sync (group consumer, offsets, its relay);
 - a CA that did not sign the broker's certificate, or a SASL login the broker refuses, stops the
   command with one line, exit 2, at once rather than after the time budget;
 - the SASL password never appears in the command's output nor in the Dagster instance's storage.
@@ -9,6 +10,7 @@ the project's commands, against a real broker behind TLS (Tansu + stunnel, tests
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -111,6 +113,22 @@ def test_relay_and_reference_consumer_work_over_tls(cli_env, engine, tls, tls_bo
     assert sent <= {e.message_id for e in events}
 
 
+def test_talent_sync_reads_what_the_simulator_published_over_tls(cli_env, engine, tls, tls_bootstrap):
+    env = _ssl(tls_bootstrap, tls.ca)
+
+    published, _ = _cli(env, "talent-sim", "publish", "--dataset", "tiny", "--no-handbook")
+    synced, _ = _cli(env, "talent-sync", "--until-idle", "--time-budget", BUDGET)
+
+    assert published.returncode == 0, published.stderr
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    summary = json.loads(synced.stdout.strip().splitlines()[-1])
+    sent = json.loads(published.stdout.strip().splitlines()[-1])
+    assert summary["status"] == "Completed"
+    assert summary["messages"] == sum(sent["published"].values()) > 0
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM chessboard.property_objects")).scalar_one() > 0
+
+
 def test_a_ca_that_did_not_sign_the_broker_is_one_line_and_exit_2(cli_env, engine, tls, tls_bootstrap):
     _write(engine, 1)
 
@@ -121,6 +139,11 @@ def test_a_ca_that_did_not_sign_the_broker_is_one_line_and_exit_2(cli_env, engin
     assert "certificate verify failed" in line
     assert seconds < 90, f"{seconds:.0f} s: the refusal waited for the time budget"
     assert _pending(engine) == 1
+
+    published, seconds = _cli(_ssl(tls_bootstrap, tls.other_ca), "talent-sim", "publish", "--dataset", "tiny")
+    assert _refused(published).startswith("CHESSBOARD_KAFKA_REFUSED: ")
+    assert published.stderr.strip().count("\n") == 0, published.stderr
+    assert seconds < 60
 
 
 def test_a_refused_sasl_login_is_one_line_exit_2_and_the_password_is_never_shown(
