@@ -320,6 +320,14 @@ def kafka_properties(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return properties
 
 
+class _UnreadLog:
+    def log(self, *_: object) -> None:  # pragma: no cover - a client that is never polled
+        pass
+
+
+_UNREAD_LOG = _UnreadLog()
+
+
 @functools.lru_cache(maxsize=32)
 def _check_kafka_properties(items: tuple[tuple[str, str], ...]) -> None:
     """Builds a producer of these properties (and no broker: it connects nowhere) and destroys it."""
@@ -329,7 +337,8 @@ def _check_kafka_properties(items: tuple[tuple[str, str], ...]) -> None:
 
     properties = dict(items)
     try:
-        Producer({**properties, "log_level": 0})  # librdkafka's warnings (no bootstrap.servers) muted
+        # its log lines (no bootstrap.servers; KAFKA_DEBUG's) go to a logger it never serves
+        Producer({**properties, "logger": _UNREAD_LOG})
     except KafkaException as error:
         raise ConfigError(_kafka_refusal(error.args[0].str(), properties)) from None
 

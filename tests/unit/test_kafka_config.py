@@ -272,3 +272,8 @@ def test_every_kafka_client_of_the_project_is_built_on_the_base_config():
         for call in _client_calls_without_base_config(path)
     ]
     assert offenders == []
+
+
+def test_the_check_writes_nothing_even_with_librdkafka_s_debug(capfd):
+    kafka_properties({"KAFKA_DEBUG": "all", "KAFKA_CLIENT_ID": "unit-debug-check"})
+    assert capfd.readouterr().err == ""
