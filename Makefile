@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml requirements.lock
 
 install: $(STAMP)
 
-# chromium and prometheus from Debian when missing (apt-get, through sudo when not root)
+# chromium, prometheus and stunnel4 from Debian when missing (apt-get, through sudo when not root)
 system-packages:
 	@scripts/system-packages
 

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
+from pin_chessboard_pipelines.events.kafka_client import client_config  # noqa: E402
 from pin_chessboard_pipelines.events.payloads import PROJECT_UPSERTED, topic_of  # noqa: E402
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, ensure_topics, probe_consumer  # noqa: E402
 from pin_chessboard_pipelines.handbook_sync import HandbookSync  # noqa: E402
@@ -85,11 +86,7 @@ def topic_end(bootstrap: str, topic: str) -> dict[int, int]:
 def wait_on_kafka(bootstrap: str, topic: str, start: dict[int, int], keys: set[str], name: str) -> float:
     """Reads from `start` until every key has an event with the new name; the time of the last."""
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"handbook-bench-{uuid.uuid4()}",
-            "enable.auto.commit": False,
-        }
+        client_config(bootstrap, {"group.id": f"handbook-bench-{uuid.uuid4()}", "enable.auto.commit": False})
     )
     consumer.assign([TopicPartition(topic, p, o) for p, o in start.items()])
     seen: set[str] = set()

@@ -33,6 +33,20 @@ class Refused(ChessboardError):
     """A job refused to start (flag off, lock held, source unavailable, invalid request)."""
 
 
+class KafkaRefused(Refused):
+    """The broker refused this client: its TLS handshake or SASL authentication failed (a wrong CA,
+    user or password). librdkafka would retry forever; the command stops instead. Its message
+    starts with the code, so a Dagster step's error says it too."""
+
+    code = "CHESSBOARD_KAFKA_REFUSED"
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.args[0]}"
+
+    def line(self) -> str:
+        return str(self)
+
+
 # Error codes (docs/talent-initial-import.md#validation-quarantine-and-error-codes).
 IMPORT_SOURCE_UNAVAILABLE = "CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE"
 IMPORT_LOCK_HELD = "CHESSBOARD_IMPORT_LOCK_HELD"
@@ -51,6 +65,7 @@ RECALC_POISON = "CHESSBOARD_RECALC_POISON"
 SYNC_LOCK_HELD = "CHESSBOARD_SYNC_LOCK_HELD"  # another talent-sync consumer runs
 # The analytics gate: the recalc audit reports drift (a divergence without a pending recalc row).
 AGGREGATES_DRIFT = "CHESSBOARD_AGGREGATES_DRIFT"
+KAFKA_REFUSED = KafkaRefused.code
 
 # `scheme://user:password@`: the password part of any URL in a message.
 _URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^\s/]+@")
@@ -62,12 +77,15 @@ def mask_url_passwords(text: str) -> str:
 
 
 def error_line(error: BaseException, limit: int | None = 1024) -> str:
-    """`Type: first line of the message`, URL passwords masked, at most `limit` characters.
+    """`Type: first line of the message`, URL and Kafka passwords masked, at most `limit` characters.
 
     A SQLAlchemy DBAPIError speaks through the driver's error it wraps (`orig`)."""
     orig = getattr(error, "orig", None)
     if isinstance(orig, BaseException):
         error = orig
+    from pin_chessboard_pipelines.settings import redact_kafka_secrets  # settings imports this module
+
     lines = [line for line in str(error).splitlines() if line.strip()]
     text = mask_url_passwords(f"{type(error).__name__}: {lines[0].strip() if lines else ''}".strip())
+    text = redact_kafka_secrets(text)
     return text if limit is None else text[:limit]

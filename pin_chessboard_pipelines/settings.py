@@ -7,9 +7,11 @@ that into one line on stderr and exit code 2.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import urlsplit
@@ -58,6 +60,10 @@ class Settings:
     dagster_executor: str = "in_process"
     # drain workers (steps) of each sensor-started recalc run (operations.md "Scale-out")
     recalc_drains: int = 1
+    # every other KAFKA_* variable as a librdkafka property (operations.md "Production Kafka")
+    kafka_properties: Mapping[str, str] = field(default_factory=dict)
+    # the topics the project creates: replication factor (-1 = the broker's), min.insync.replicas
+    kafka_topic_replication: TopicReplication = field(default_factory=lambda: TopicReplication())
 
     def __repr__(self) -> str:  # never print the token
         token = "***" if self.talent_api_token else None
@@ -213,6 +219,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         ),
         dagster_executor=load_dagster_executor(env),
         recalc_drains=_parse(env, "CHESSBOARD_RECALC_DRAINS", 1, _int_in(1, 16), "an integer 1..16"),
+        kafka_properties=kafka_properties(env),
+        kafka_topic_replication=topic_replication(env),
     )
 
 
@@ -248,3 +256,128 @@ def _positive_seconds(raw: str) -> float:
 def redact_url(url: str | None) -> str | None:
     """The URL with its password replaced, for logs."""
     return mask_url_passwords(url) if url else url
+
+
+# -- Kafka client properties (operations.md "Production Kafka (v1.3)") ---------------------------
+
+KAFKA_PREFIX = "KAFKA_"
+# Set by Kubernetes in every pod of a namespace with a Service named `kafka` (service links:
+# KAFKA_PORT, KAFKA_SERVICE_HOST, KAFKA_PORT_9092_TCP_ADDR, ...): addresses, not client properties.
+_SERVICE_LINK = re.compile(
+    r"KAFKA_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_\d+_(TCP|UDP|SCTP)(_[A-Z]+)?)?)"
+)
+# A property whose name holds one of these carries a secret: its value is never shown.
+_SECRET_MARKERS = ("password", "secret", "passphrase", "key.pem", "private.key", "sasl.oauthbearer.config")
+_REDACTED = "***"
+
+
+def kafka_property_name(env_name: str) -> str | None:
+    """The librdkafka property a KAFKA_<PROPERTY> variable sets: lower case, `_` -> `.`, `__` -> `_`
+    (KAFKA_SASL_MECHANISMS -> sasl.mechanisms); None for any other variable, for
+    KAFKA_BOOTSTRAP_SERVERS (kafka_bootstrap_servers) and for Kubernetes' service links."""
+    if not env_name.startswith(KAFKA_PREFIX) or env_name == "KAFKA_BOOTSTRAP_SERVERS":
+        return None
+    if _SERVICE_LINK.fullmatch(env_name):
+        return None
+    rest = env_name[len(KAFKA_PREFIX) :]
+    return "_".join(part.replace("_", ".") for part in rest.split("__")).lower() or None
+
+
+def kafka_env_name(prop: str) -> str:
+    """The variable of a property: kafka_env_name("sasl.mechanisms") == "KAFKA_SASL_MECHANISMS"."""
+    return KAFKA_PREFIX + "__".join(part.replace(".", "_") for part in prop.split("_")).upper()
+
+
+def is_secret_property(prop: str) -> bool:
+    """sasl.password, ssl.key.password, ssl.key.pem, sasl.oauthbearer.client.secret, ..."""
+    return any(marker in prop.lower() for marker in _SECRET_MARKERS)
+
+
+def redact_secrets(text: str, properties: Mapping[str, str]) -> str:
+    """`text` with the value of every secret property replaced by ***."""
+    for prop, value in properties.items():
+        if value and is_secret_property(prop):
+            text = text.replace(value, _REDACTED)
+    return text
+
+
+def redact_kafka_secrets(text: str, env: Mapping[str, str] | None = None) -> str:
+    """`text` with the value of every secret KAFKA_* variable of `env` (the process's) masked."""
+    env = os.environ if env is None else env
+    return redact_secrets(
+        text, {prop: value for name, value in env.items() if (prop := kafka_property_name(name)) is not None}
+    )
+
+
+def kafka_properties(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The KAFKA_* variables of `env` as librdkafka properties, checked by librdkafka itself: a
+    property it does not know (or a value it refuses) raises ConfigError naming the variable."""
+    env = os.environ if env is None else env
+    properties = {
+        prop: value for name, value in env.items() if (prop := kafka_property_name(name)) is not None
+    }
+    _check_kafka_properties(tuple(sorted(properties.items())))
+    return properties
+
+
+class _UnreadLog:
+    def log(self, *_: object) -> None:  # pragma: no cover - a client that is never polled
+        pass
+
+
+_UNREAD_LOG = _UnreadLog()
+
+
+@functools.lru_cache(maxsize=32)
+def _check_kafka_properties(items: tuple[tuple[str, str], ...]) -> None:
+    """Builds a producer of these properties (and no broker: it connects nowhere) and destroys it."""
+    if not items:
+        return
+    from confluent_kafka import KafkaException, Producer
+
+    properties = dict(items)
+    try:
+        # its log lines (no bootstrap.servers; KAFKA_DEBUG's) go to a logger it never serves
+        Producer({**properties, "logger": _UNREAD_LOG})
+    except KafkaException as error:
+        raise ConfigError(_kafka_refusal(error.args[0].str(), properties)) from None
+
+
+def _kafka_refusal(reason: str, properties: Mapping[str, str]) -> str:
+    """One line: the variable of the property librdkafka names in `reason`, and the reason."""
+    culprit = next((p for p in sorted(properties, key=len, reverse=True) if f'"{p}"' in reason), None)
+    culprit = culprit or next((p for p in sorted(properties, key=len, reverse=True) if p in reason), None)
+    names = kafka_env_name(culprit) if culprit else "the KAFKA_* variables"
+    return redact_secrets(f"{names} is invalid: librdkafka says {reason}", properties).replace("\n", " ")
+
+
+@dataclass(frozen=True)
+class TopicReplication:
+    """How the topics the project creates are replicated (an existing topic is never changed)."""
+
+    replication_factor: int = -1  # -1: the broker's default.replication.factor (KIP-464)
+    min_insync_replicas: int | None = None  # None: the broker's
+
+
+def topic_replication(env: Mapping[str, str] | None = None) -> TopicReplication:
+    """CHESSBOARD_KAFKA_REPLICATION_FACTOR and CHESSBOARD_KAFKA_MIN_INSYNC_REPLICAS."""
+    env = os.environ if env is None else env
+    factor = _parse(
+        env, "CHESSBOARD_KAFKA_REPLICATION_FACTOR", -1, _replication_factor, "-1 (the broker's) or 1..32767"
+    )
+    min_insync = _parse(
+        env, "CHESSBOARD_KAFKA_MIN_INSYNC_REPLICAS", None, _int_in(1, 32767), "an integer 1..32767"
+    )
+    if min_insync is not None and factor != -1 and min_insync > factor:
+        raise ConfigError(
+            f"CHESSBOARD_KAFKA_MIN_INSYNC_REPLICAS={min_insync} is invalid: expected at most "
+            f"CHESSBOARD_KAFKA_REPLICATION_FACTOR={factor}"
+        )
+    return TopicReplication(replication_factor=factor, min_insync_replicas=min_insync)
+
+
+def _replication_factor(raw: str) -> int:
+    value = int(raw)
+    if value != -1 and not 1 <= value <= 32767:
+        raise ValueError(raw)
+    return value

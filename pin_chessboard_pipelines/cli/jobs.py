@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -16,12 +17,15 @@ from pin_chessboard_pipelines.errors import (
     IMPORT_DISABLED,
     IMPORT_LOCK_HELD,
     IMPORT_SOURCE_UNAVAILABLE,
+    KAFKA_REFUSED,
 )
 from pin_chessboard_pipelines.runtime.services import prepare_dagster_home
-from pin_chessboard_pipelines.settings import Settings, load_settings
+from pin_chessboard_pipelines.settings import Settings, load_settings, redact_kafka_secrets
 
 # A job's failure that is a refusal (README.md#commands: exit 2)
-REFUSALS = (IMPORT_LOCK_HELD, IMPORT_DISABLED, IMPORT_SOURCE_UNAVAILABLE)
+REFUSALS = (IMPORT_LOCK_HELD, IMPORT_DISABLED, IMPORT_SOURCE_UNAVAILABLE, KAFKA_REFUSED)
+# A step's error as Dagster serialises it: `package.module.ErrorClass: message`.
+_ERROR_CLASS = re.compile(r"^[\w.]+: (?=CHESSBOARD_)")
 
 # Operators read the project's own log lines; Dagster's step-by-step DEBUG events stay in the UI.
 CONSOLE_LOGGER = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
@@ -69,7 +73,9 @@ def run_job(
     print(json.dumps({"runId": result.run_id, "status": status, **summary}, ensure_ascii=False, default=str))
     if result.success:
         return EXIT_OK
-    error = str(summary.get("error") or f"see the run {result.run_id}")
+    error = redact_kafka_secrets(
+        _ERROR_CLASS.sub("", str(summary.get("error") or f"see the run {result.run_id}"))
+    )
     if error.startswith(REFUSALS):  # refused (lock held, flag off, source unavailable): exit 2
         print(error, file=sys.stderr)
         return EXIT_REFUSED

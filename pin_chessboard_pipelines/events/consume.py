@@ -37,6 +37,7 @@ from sqlalchemy.engine import Engine
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, SYNC_LOCK_HELD, Refused, error_line
 from pin_chessboard_pipelines.events.dead_letters import DeadLetterWriter, dead_letter_topic
 from pin_chessboard_pipelines.events.failures import classify_failures, failure_of
+from pin_chessboard_pipelines.events.kafka_client import client_config, list_topics
 from pin_chessboard_pipelines.events.relay import OutboxRelay
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.observability.logs import log_event
@@ -70,7 +71,7 @@ def check_partitions(
     topics = list(topics)
     probe = consumer or probe_consumer(bootstrap_servers)
     try:
-        metadata = probe.list_topics(timeout=timeout)
+        metadata = list_topics(probe, bootstrap_servers, timeout)
     except KafkaException as error:
         raise Refused(
             f"{who}: Kafka at {bootstrap_servers} did not answer: {error}", IMPORT_SOURCE_UNAVAILABLE
@@ -95,9 +96,7 @@ def group_lag(
         ends = end_offsets(probe, partitions, timeout)
     finally:
         probe.close()
-    reader = Consumer(
-        {"bootstrap.servers": bootstrap_servers, "group.id": group_id, "enable.auto.commit": False}
-    )
+    reader = Consumer(client_config(bootstrap_servers, {"group.id": group_id, "enable.auto.commit": False}))
     try:
         committed = reader.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout)
     finally:
@@ -113,15 +112,17 @@ def group_consumer(bootstrap_servers: str, group_id: str, client_id: str) -> Con
     """A consumer of `group_id` that commits only what the caller commits (earliest offset where
     the group has none); the caller assigns its partitions."""
     return Consumer(
-        {
-            "bootstrap.servers": bootstrap_servers,
-            "group.id": group_id,
-            "client.id": client_id,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "session.timeout.ms": 6000,
-            "fetch.wait.max.ms": 100,
-        }
+        client_config(
+            bootstrap_servers,
+            {
+                "group.id": group_id,
+                "client.id": client_id,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+                "fetch.wait.max.ms": 100,
+            },
+        )
     )
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from confluent_kafka import KafkaError, TopicPartition
 from opentelemetry.trace import SpanKind
 
+from pin_chessboard_pipelines.events.kafka_client import list_topics
 from pin_chessboard_pipelines.events.outbox import TRACEPARENT
 from pin_chessboard_pipelines.events.topics_admin import contract_topics, end_offsets, probe_consumer
 from pin_chessboard_pipelines.observability import tracing
@@ -137,7 +138,7 @@ def read_events(
     consumer = probe_consumer(bootstrap_servers)
     deadline = time.monotonic() + timeout
     try:
-        metadata = consumer.list_topics(timeout=timeout)
+        metadata = list_topics(consumer, bootstrap_servers, timeout)
         wanted = list(topics) if topics is not None else list(contract_topics())
         partitions = [
             TopicPartition(name, p, 0)
@@ -184,7 +185,7 @@ def topic_counts(
     """Messages per topic (end - low over its partitions) of the contract topics that exist."""
     consumer = probe_consumer(bootstrap_servers)
     try:
-        metadata = consumer.list_topics(timeout=timeout)
+        metadata = list_topics(consumer, bootstrap_servers, timeout)
         wanted = [t for t in (topics or contract_topics()) if t in metadata.topics]
         partitions = [(t, p) for t in wanted for p in sorted(metadata.topics[t].partitions)]
         offsets = end_offsets(consumer, partitions, timeout)
@@ -202,7 +203,7 @@ def latest_events(
     """The `last` most recent events (by occurredAt) of `topics`, reading only each partition's tail."""
     consumer = probe_consumer(bootstrap_servers)
     try:
-        metadata = consumer.list_topics(timeout=timeout)
+        metadata = list_topics(consumer, bootstrap_servers, timeout)
         wanted = [t for t in (topics or contract_topics()) if t in metadata.topics]
         offsets = end_offsets(
             consumer, [(t, p) for t in wanted for p in sorted(metadata.topics[t].partitions)], timeout

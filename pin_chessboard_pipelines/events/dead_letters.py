@@ -21,6 +21,7 @@ from confluent_kafka import OFFSET_STORED, KafkaException, Producer, TopicPartit
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused, error_line
+from pin_chessboard_pipelines.events.kafka_client import client_config
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, ensure_topics, probe_consumer
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.store.lock import AdvisoryLock, SessionLock
@@ -148,7 +149,7 @@ class DeadLetterWriter:
         if self._producer is None:
             ensure_topics(self.bootstrap_servers, {self.topic: DEAD_LETTER_PARTITIONS}, self.timeout)
             self._producer = Producer(
-                {"bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True, "acks": "all"}
+                client_config(self.bootstrap_servers, {"enable.idempotence": True, "acks": "all"})
             )
         failures: list[str] = []
 

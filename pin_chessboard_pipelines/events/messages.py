@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from pin_chessboard_pipelines.events.kafka_client import client_config
 from pin_chessboard_pipelines.events.outbox import HEADER_NAMES, TRACEPARENT, payload_bytes
 
 DEFAULT_MESSAGE_TIMEOUT_MS = 30_000
@@ -21,7 +22,6 @@ DEFAULT_MESSAGE_TIMEOUT_MS = 30_000
 def producer_config(bootstrap_servers: str, **overrides: Any) -> dict[str, Any]:
     """The relay's producer: idempotent, acks=all, batched; never auto-creates topics."""
     config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap_servers,
         "client.id": "pin-chessboard-outbox-relay",
         "enable.idempotence": True,
         "acks": "all",
@@ -35,7 +35,7 @@ def producer_config(bootstrap_servers: str, **overrides: Any) -> dict[str, Any]:
         "partitioner": "murmur2_random",
     }
     config.update(overrides)
-    return config
+    return client_config(bootstrap_servers, config)
 
 
 @dataclass

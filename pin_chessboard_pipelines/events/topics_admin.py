@@ -1,7 +1,9 @@
-"""The pin.chessboard.* topics: created if missing with the contract's partition counts.
+"""The topics the project creates: the pin.chessboard.* topics and the dead-letter topics, made
+when missing with the contract's partition counts and the cluster's replication settings.
 
 Brokers that auto-create topics would make them with their own default partition count, so the
-relay creates the topics explicitly first and its producer never asks for auto-creation.
+relay creates the topics explicitly first and its producer never asks for auto-creation. A topic
+that exists is never changed (operations.md "Production Kafka (v1.3)").
 """
 
 from __future__ import annotations
@@ -13,9 +15,13 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from pin_chessboard_pipelines.events.kafka_client import client_config, list_topics
 from pin_chessboard_pipelines.events.payloads import EVENT_TYPES, topic_of
+from pin_chessboard_pipelines.settings import TopicReplication, topic_replication
 
 log = logging.getLogger(__name__)
+
+DEAD_LETTER_SUFFIX = ".dlq"  # pin-chessboard-talent-sync.dlq, pin-chessboard-handbook-sync.dlq
 
 
 def contract_topics() -> dict[str, int]:
@@ -23,10 +29,23 @@ def contract_topics() -> dict[str, int]:
     return {topic_of(event_type): partitions for event_type, (_, partitions) in EVENT_TYPES.items()}
 
 
+def new_topic(name: str, partitions: int, replication: TopicReplication) -> NewTopic:
+    """How the project creates `name`: its replication factor (-1: the broker's default), its
+    min.insync.replicas when set, and a dead-letter topic keeps its messages until replayed."""
+    config: dict[str, str] = {}
+    if replication.min_insync_replicas is not None:
+        config["min.insync.replicas"] = str(replication.min_insync_replicas)
+    if name.endswith(DEAD_LETTER_SUFFIX):
+        config["retention.ms"] = "-1"
+    return NewTopic(
+        name, num_partitions=partitions, replication_factor=replication.replication_factor, config=config
+    )
+
+
 def topic_partitions(bootstrap_servers: str, timeout: float = 10.0) -> dict[str, int]:
-    """Every topic the broker has, with its partition count (no auto-creation)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    metadata = admin.list_topics(timeout=timeout)
+    """Every topic the broker has, with its partition count (no auto-creation). A broker that
+    refuses the client's TLS or login raises KafkaRefused rather than a timeout."""
+    metadata = list_topics(AdminClient(client_config(bootstrap_servers)), bootstrap_servers, timeout)
     return {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
 
 
@@ -35,7 +54,7 @@ def ensure_topics(
 ) -> list[str]:
     """Creates the missing topics of `topics` (default: the contract's); returns the created ones.
 
-    A topic that exists with another partition count is left alone and logged: repartitioning
+    A topic that exists is left alone; one with another partition count is logged: repartitioning
     would move keys between partitions and break the per-key order consumers rely on.
     """
     wanted = dict(contract_topics() if topics is None else topics)
@@ -43,14 +62,11 @@ def ensure_topics(
     for name, partitions in wanted.items():
         if name in existing and existing[name] != partitions:
             log.warning("topic %s has %d partitions, the contract says %d", name, existing[name], partitions)
-    missing = [
-        NewTopic(name, num_partitions=n, replication_factor=1)
-        for name, n in wanted.items()
-        if name not in existing
-    ]
+    replication = topic_replication()
+    missing = [new_topic(name, n, replication) for name, n in wanted.items() if name not in existing]
     if not missing:
         return []
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient(client_config(bootstrap_servers))
     created = []
     futures = admin.create_topics(missing, operation_timeout=timeout, request_timeout=timeout)
     for name, future in futures.items():
@@ -68,15 +84,17 @@ def ensure_topics(
 def probe_consumer(bootstrap_servers: str) -> Consumer:
     """An assign-only consumer for offset probes and range reads (joins no group, commits nothing)."""
     return Consumer(
-        {
-            "bootstrap.servers": bootstrap_servers,
-            "group.id": "pin-chessboard-offset-probe",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 10,
-            "session.timeout.ms": 6000,
-        }
+        client_config(
+            bootstrap_servers,
+            {
+                "group.id": "pin-chessboard-offset-probe",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 10,
+                "session.timeout.ms": 6000,
+            },
+        )
     )
 
 

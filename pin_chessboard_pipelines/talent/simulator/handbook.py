@@ -13,6 +13,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 
+from pin_chessboard_pipelines.events.kafka_client import client_config
 from pin_chessboard_pipelines.store.handbook import (
     CITIES,
     CITIES_TOPIC,
@@ -41,7 +42,7 @@ def city_value(city_id: int, region_id: int, name: str, version: int) -> dict[st
 def publish_values(bootstrap_servers: str, messages: list[tuple[str, int, dict[str, Any] | None]]) -> int:
     """(topic, id, value or None for a tombstone) in order; the count delivered."""
     ensure_handbook_topics(bootstrap_servers)
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True, "linger.ms": 5})
+    producer = Producer(client_config(bootstrap_servers, {"enable.idempotence": True, "linger.ms": 5}))
     failures: list[str] = []
 
     def on_delivery(error: KafkaError | None, _message: Any) -> None:

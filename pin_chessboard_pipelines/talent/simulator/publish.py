@@ -14,6 +14,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pin_chessboard_pipelines.entities import ENTITIES
+from pin_chessboard_pipelines.events.kafka_client import client_config, list_topics
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec, iter_items
 
 POLL_EVERY = 1000  # serve delivery callbacks every this many messages
@@ -29,7 +30,8 @@ def create_compacted_topics(
 ) -> None:
     """Creates the topics of `partitions` (topic -> partition count), compacted; ones that exist
     are left as they are."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient(client_config(bootstrap_servers))
+    list_topics(admin, bootstrap_servers, min(timeout, 10))  # a broker refusing the client: KafkaRefused
     new_topics = [
         NewTopic(topic, num_partitions=n, replication_factor=1, config={"cleanup.policy": "compact"})
         for topic, n in partitions.items()
@@ -48,13 +50,15 @@ def publish_dataset(spec: DatasetSpec, bootstrap_servers: str, *, tombstone_ever
     """Produce every entity of `spec` to its topic, parents first; returns messages per topic."""
     ensure_topics(bootstrap_servers)
     producer = Producer(
-        {
-            "bootstrap.servers": bootstrap_servers,
-            "enable.idempotence": True,
-            "linger.ms": 20,
-            "batch.num.messages": 10000,
-            "partitioner": "murmur2_random",  # the Java client's partitioner: same key, same partition
-        }
+        client_config(
+            bootstrap_servers,
+            {
+                "enable.idempotence": True,
+                "linger.ms": 20,
+                "batch.num.messages": 10000,
+                "partitioner": "murmur2_random",  # the Java client's partitioner: same key, same partition
+            },
+        )
     )
     failures: list[str] = []
 

@@ -39,6 +39,7 @@ from sqlalchemy.engine import Engine
 from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.entities import BY_NAME, BY_STAGE, DEVELOPER, PROJECT, TOPICS, Entity
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
+from pin_chessboard_pipelines.events.kafka_client import client_config, list_topics
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
 from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentTransientError
@@ -125,7 +126,7 @@ class TopicReplaySource:
         """The six topics exist and the group's offsets can be reset (the reset itself waits for
         the import lock: `after_lock`)."""
         try:
-            metadata = self._consumer().list_topics(timeout=self.timeout)
+            metadata = list_topics(self._consumer(), self.bootstrap_servers, self.timeout)
         except KafkaException as error:
             raise self._unavailable(
                 f"Kafka at {self.bootstrap_servers} did not answer: {_text(error)}"
@@ -133,7 +134,7 @@ class TopicReplaySource:
         missing = [t for t in TOPICS if t not in metadata.topics or metadata.topics[t].error is not None]
         if missing:
             raise self._unavailable(f"Talent topic(s) missing: {', '.join(missing)}")
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        admin = AdminClient(client_config(self.bootstrap_servers))
         self._check_compacted(admin)
         try:
             group = admin.describe_consumer_groups([self.group_id], request_timeout=self.timeout)[
@@ -198,7 +199,7 @@ class TopicReplaySource:
             self._commit(offsets, "committed where the replay ended")
 
     def _commit(self, offsets: list[TopicPartition], what: str) -> None:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        admin = AdminClient(client_config(self.bootstrap_servers))
         try:
             future = admin.alter_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(self.group_id, offsets)], request_timeout=self.timeout
