@@ -269,13 +269,15 @@ def _money(value: Decimal | None) -> str:
 
 # -- which state a day's partition is made of (docs/store.md#analytics) -------------------------
 
-# A day is computed from the replica while it lasts (UTC), and this long after: a schedule tick at
-# 23:50 that runs late still reads the end of its own day.
+# A day is computed from the replica while it lasts (UTC). Once it has ended it is never computed
+# from the replica again: the replica then holds the next day's state, and the rows recorded on the
+# day are its record, kept as they are. Only a day with no rows at all is still read from the
+# replica this long after its end: a schedule tick at 23:50 that runs late records its day once.
 LIVE_GRACE = timedelta(hours=1)
 
 
 class DaySource(StrEnum):
-    REPLICA = "replica"  # the replica now: the day is today
+    REPLICA = "replica"  # the replica now: the day is today (or a late tick's first rows of it)
     HISTORY = "history"  # the rows recorded on that day, kept as they are
 
 
@@ -283,19 +285,28 @@ class PastDayRefused(Exception):
     """A past day with no rows recorded on it: the replica holds only the current state."""
 
 
+def day_end(day: date) -> datetime:
+    """When `day` ends (UTC): from then on the replica's state is no longer its own."""
+    return datetime.combine(day + timedelta(days=1), time.min, tzinfo=UTC)
+
+
 def live_until(day: date) -> datetime:
-    """Until when the replica's current state is still `day`'s."""
-    return datetime.combine(day + timedelta(days=1), time.min, tzinfo=UTC) + LIVE_GRACE
+    """Until when a day with no rows recorded may still be read from the replica (a late tick)."""
+    return day_end(day) + LIVE_GRACE
 
 
 def day_source(day: date, now: datetime, recorded_at: datetime | None) -> DaySource:
-    """Where `day`'s partition comes from at `now`: the replica while the day lasts, afterwards the
-    rows recorded on it (`recorded_at`: their computed_at; None: none); raises PastDayRefused."""
-    ends = live_until(day)
-    if now < ends:
+    """Where `day`'s partition comes from at `now`: the replica while the day lasts; once it has
+    ended, the rows recorded on it (`recorded_at`: their computed_at; None: none), never the
+    replica again, except for a day with no rows at all within LIVE_GRACE of its end (a late
+    tick records it once); raises PastDayRefused."""
+    if now < day_end(day):
         return DaySource.REPLICA
+    ends = live_until(day)
     if recorded_at is not None and recorded_at < ends:
         return DaySource.HISTORY
+    if recorded_at is None and now < ends:
+        return DaySource.REPLICA
     later = (
         ""
         if recorded_at is None
@@ -304,7 +315,8 @@ def day_source(day: date, now: datetime, recorded_at: datetime | None) -> DaySou
     raise PastDayRefused(
         f"project_inventory_daily {day}: a past day is not computed from the replica, which holds "
         f"only the current state, and no rows were recorded on that day{later}; a day is computed "
-        f"until {ends:%Y-%m-%d %H:%M} UTC, later only the rows recorded on it are kept"
+        f"while it lasts (one with no rows until {ends:%Y-%m-%d %H:%M} UTC), later only the rows "
+        f"recorded on it are kept"
     )
 
 

@@ -5,7 +5,7 @@ aggregates once the recalc queue is drained, and the refusal while the audit rep
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, date, datetime, time
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 
 import dagster as dg
@@ -281,6 +281,32 @@ def test_a_backfill_of_a_past_day_keeps_what_was_recorded_on_it_or_is_refused(db
         fresh = _materialize(db_url, instance, today, now=later)  # today: from the replica, as of now
         assert fresh.success and _metadata(fresh)["as_of_source"] == "replica"
         assert _metadata(fresh)["as_of"] == later.timestamp()
+
+
+def test_a_finished_day_is_not_rewritten_from_the_replica_in_the_hour_after_it(db_url, engine):
+    """Day 1 recorded at 23:50; after midnight everything is sold. Materialized again at 00:30 of
+    day 2 (a retried or late run), day 1 keeps the rows recorded on it, not the state after midnight;
+    a day with no rows yet is still recorded by a late tick, once."""
+    _store(engine)
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert _materialize(db_url, instance, DAY1).success  # 23:50 of day 1
+        recorded = _table(engine, DAY1)
+        assert {r["free_count"] for r in recorded.values()} != {0}
+        _sell_everything(engine)  # after midnight
+        after_midnight = datetime.combine(date.fromisoformat(DAY2), time(0, 30), tzinfo=UTC)
+        again = _materialize(db_url, instance, DAY1, now=after_midnight)
+        assert again.success
+        assert _table(engine, DAY1) == recorded
+        assert _metadata(again)["as_of_source"] == "history"
+
+        day0 = "2026-11-27"  # no rows: a late tick 20 min after its end records it once
+        late = datetime.combine(date.fromisoformat(DAY1), time(0, 20), tzinfo=UTC)
+        first = _materialize(db_url, instance, day0, now=late)
+        assert first.success and _metadata(first)["as_of_source"] == "replica"
+        kept = _table(engine, day0)
+        second = _materialize(db_url, instance, day0, now=late + timedelta(minutes=10))
+        assert second.success and _metadata(second)["as_of_source"] == "history"
+        assert _table(engine, day0) == kept
 
 
 def test_refuses_while_the_audit_reports_drift(db_url, engine):

@@ -232,6 +232,11 @@ def test_a_day_is_computed_while_it_lasts_then_kept_from_what_was_recorded_on_it
     midnight = datetime(2026, 12, 1, tzinfo=UTC)
     assert day_source(DAY, AT, None) is DaySource.REPLICA
     assert day_source(DAY, midnight + timedelta(minutes=59), None) is DaySource.REPLICA  # a late tick
+    # a finished day is never rewritten from the replica: within the hour after it, its rows stay
+    assert day_source(DAY, midnight + timedelta(minutes=30), AT) is DaySource.HISTORY
+    late_tick = midnight + timedelta(minutes=5)  # the rows a late tick recorded are the day's record
+    assert day_source(DAY, midnight + timedelta(minutes=40), late_tick) is DaySource.HISTORY
+    assert day_source(DAY, AT, AT) is DaySource.REPLICA  # today: computed again
     later = midnight + timedelta(days=3)
     assert day_source(DAY, later, AT) is DaySource.HISTORY  # recorded on its day
     with pytest.raises(PastDayRefused, match="no rows were recorded on that day$|until 2026-12-01 01:00 UTC"):

@@ -61,7 +61,8 @@ total counts, min / max / median free price, free inventory value and layouts by
 `chessboard_analytics.project_inventory_daily` (one row per project and day; a day materialized
 again replaces that day's rows). Each partition is the replica's state when it was computed
 (`computed_at`, `as_of`); the schedule takes it at 23:50 UTC. Partition-pure: a day is computed
-from the replica only while it lasts (and an hour after); later, a materialization of it keeps the
+from the replica only while it lasts (a day with no rows also by a late tick within the hour after);
+once ended, a materialization of it keeps the
 rows recorded on it (`as_of_source` history), and a past day with none is refused. Plots over days:
 `free_objects`, `free_value`, `median_free_price`. Refuses to run while the recalc audit reports
 drift. One run at a time (pool `project_inventory`)."""
