@@ -243,7 +243,7 @@ IMPORT_FAILED_ITEMS = Counter(
 SYNC_FAILED_ITEMS = Counter(
     "chessboard_sync_failed_items_total",
     "Items quarantined by a streaming sync (talent-sync, handbook-sync)",
-    ("job",),
+    ("consumer",),  # not `job`: Prometheus keeps that label for the scrape target
     initial=(("talent-sync",), ("handbook-sync",)),
 )
 IMPORT_JOB = "talent-initial-import"

@@ -14,9 +14,12 @@ import pytest
 import sqlalchemy as sa
 
 import pin_chessboard_pipelines.observability as observability
+from pin_chessboard_pipelines.observability import samples
 from pin_chessboard_pipelines.observability.exporter import exposed_names
+from pin_chessboard_pipelines.observability.metrics import count_quarantined
 from pin_chessboard_pipelines.observability.samples import FLUSH_SECONDS
 from pin_chessboard_pipelines.settings import PROJECT_ROOT
+from pin_chessboard_pipelines.store.metric_samples import store_sink
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from tests.support.polling import wait_until
 from tests.support.prometheus import Prometheus, metrics_serve, prometheus_scraping
@@ -168,3 +171,40 @@ def test_prometheus_sees_the_jobs_metrics(db_url, engine, tmp_path, talent_sim, 
             "chessboard-outbox",
         }
         assert all(r["health"] == "ok" for g in rules for r in g["rules"]), rules
+
+
+@pytest.mark.slow
+def test_sync_quarantines_keep_their_consumer_through_a_real_scrape(db_url, tmp_path):
+    """`chessboard_sync_failed_items_total` names the sync in `consumer`: scraped with the default
+    honor_labels (false), the series keep it and the scrape's own `job`; CHESSBOARD_SYNC_FAILED_ITEMS
+    fires per consumer, naming it in its `job` label as the other alerts do."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHESSBOARD_", "DAGSTER_", "TALENT_"))}
+    env.update(
+        CHESSBOARD_DATABASE_URL=db_url, PIN_CHESSBOARD_STATE_DIR=str(tmp_path), PYTHONPATH=str(PROJECT_ROOT)
+    )
+    with metrics_serve(env, PROJECT_ROOT) as target, prometheus_scraping(target, RULES) as prometheus:
+        wait_until(
+            lambda: len(prometheus.api("query", query="chessboard_sync_failed_items_total")["result"]) == 2,
+            60,
+            "the two syncs' series scraped at 0",
+        )
+        count_quarantined("handbook-sync", 3)  # what handbook-sync counts after a quarantine
+        samples.install(store_sink(db_url))
+        assert samples.flush(), "the samples were not written"  # where `metrics serve` reads them
+        _eventually(
+            prometheus, 'sum by (consumer) (chessboard_sync_failed_items_total{consumer="handbook-sync"})', 3
+        )
+        series = prometheus.api("query", query="chessboard_sync_failed_items_total")["result"]
+        assert sorted(s["metric"]["consumer"] for s in series) == ["handbook-sync", "talent-sync"]
+        assert all(
+            s["metric"]["job"] == "pin-chessboard" and "exported_job" not in s["metric"] for s in series
+        )
+
+        def firing() -> list[dict]:
+            alerts = prometheus.api("alerts")["alerts"]
+            return [a for a in alerts if a["labels"]["alertname"] == "CHESSBOARD_SYNC_FAILED_ITEMS"]
+
+        (alert,) = wait_until(firing, 60, "CHESSBOARD_SYNC_FAILED_ITEMS")
+        assert alert["labels"]["consumer"] == alert["labels"]["job"] == "handbook-sync"
+        assert "handbook-sync" in alert["annotations"]["summary"]
+        assert 'consumer="handbook-sync"' in alert["annotations"]["description"]
