@@ -9,16 +9,25 @@ definitions load (docs/deployment.md#executors): Dagster's own executors, config
   config brings `spawn` back.
 - `k8s`: dagster-k8s's `k8s_job_executor`, one Kubernetes Job per step (the extra `[k8s]`);
   `execution: config:` takes its `job_namespace`, `env_secrets`, `step_k8s_config`, ...
+
+Whichever it is, the run worker of an import run (the process that executes the run: the CLI, the
+run pod, the multiprocess parent) beats for its import run while the run's plan executes
+(`with_run_worker_heartbeat`, talent_import/run_worker.py): the run is alive while its run worker
+is, whatever its steps do.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dagster as dg
 
+from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB, IMPORT_TAG
 from pin_chessboard_pipelines.errors import ConfigError
-from pin_chessboard_pipelines.settings import DAGSTER_EXECUTORS, load_dagster_executor
+from pin_chessboard_pipelines.settings import DAGSTER_EXECUTORS, load_dagster_executor, load_settings
+from pin_chessboard_pipelines.store.engine import get_engine
+from pin_chessboard_pipelines.talent_import.run_worker import RunWorkerHeartbeat
 
 K8S_EXTRA_MISSING = "CHESSBOARD_DAGSTER_EXECUTOR=k8s needs dagster-k8s: install pin_chessboard_pipelines[k8s]"
 
@@ -28,15 +37,15 @@ def build_executor(name: str | None = None) -> dg.ExecutorDefinition:
     name is not one of settings.DAGSTER_EXECUTORS or dagster-k8s is not installed."""
     name = load_dagster_executor() if name is None else name
     if name == "in_process":
-        return dg.in_process_executor
+        return with_run_worker_heartbeat(dg.in_process_executor)
     if name == "multiprocess":
-        return MULTIPROCESS_EXECUTOR
+        return with_run_worker_heartbeat(MULTIPROCESS_EXECUTOR)
     if name == "k8s":
         try:
             from dagster_k8s import k8s_job_executor  # the extra [k8s]: not needed elsewhere
         except ImportError:
             raise ConfigError(K8S_EXTRA_MISSING) from None
-        return k8s_job_executor
+        return with_run_worker_heartbeat(k8s_job_executor)
     expected = " | ".join(DAGSTER_EXECUTORS)
     raise ConfigError(f"CHESSBOARD_DAGSTER_EXECUTOR={name!r} is invalid: expected {expected}")
 
@@ -63,3 +72,58 @@ def concurrent_steps_config(steps: int, name: str | None = None) -> dict[str, An
     if name != "multiprocess" or steps <= 1:
         return {}
     return {"execution": {"config": {"max_concurrent": steps}}}
+
+
+def is_import_run(run: dg.DagsterRun) -> bool:
+    """Every import run carries the import tag, whatever launched it (the job, an asset job, a backfill)."""
+    return run.tags.get(IMPORT_TAG) == IMPORT_JOB
+
+
+class RunWorkerExecutor(dg.Executor):
+    """`inner`, with the run worker's heartbeat of an import run around the run's plan: the thread
+    beats in the process that orchestrates the steps (the run worker), for as long as the plan
+    executes, wherever the steps run."""
+
+    def __init__(self, inner: dg.Executor, applies: Callable[[dg.DagsterRun], bool]) -> None:
+        self.inner = inner
+        self.applies = applies
+
+    def execute(self, plan_context: Any, execution_plan: Any) -> Iterator[dg.DagsterEvent]:
+        run = plan_context.dagster_run
+        url = load_settings().database_url if self.applies(run) else None
+        if url is None:  # not an import, or no store named by the environment: the steps' heartbeat
+            yield from self.inner.execute(plan_context, execution_plan)
+            return
+        with RunWorkerHeartbeat(get_engine(url), run.run_id):
+            yield from self.inner.execute(plan_context, execution_plan)
+
+    @property
+    def retries(self) -> Any:
+        return self.inner.retries
+
+    @property
+    def step_dependency_config(self) -> Any:
+        return self.inner.step_dependency_config
+
+    def get_step_event_or_retry_event(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.get_step_event_or_retry_event(*args, **kwargs)
+
+
+def with_run_worker_heartbeat(
+    executor: dg.ExecutorDefinition, applies: Callable[[dg.DagsterRun], bool] = is_import_run
+) -> dg.ExecutorDefinition:
+    """`executor` (same name, config schema and requirements) whose run worker beats for the import
+    run of its Dagster run (talent_import/run_worker.py)."""
+    create = executor.executor_creation_fn
+    assert create is not None
+
+    def creation_fn(init_context: dg.InitExecutorContext) -> dg.Executor:
+        return RunWorkerExecutor(create(init_context), applies)
+
+    return dg.ExecutorDefinition(
+        name=executor.name,
+        config_schema=executor.config_schema,  # type: ignore[arg-type]  # its schema as is (a configured one too)
+        requirements=executor.get_requirements,
+        executor_creation_fn=creation_fn,
+        description=executor.description,
+    )

@@ -40,7 +40,7 @@ class StoreGauge:
 STORE_GAUGES: tuple[StoreGauge, ...] = (
     StoreGauge(
         "chessboard_import_running",
-        "1 while a talent initial import runs: a Running run with a heartbeat of its processes "
+        "1 while a talent initial import runs: a Running run with a heartbeat of its run worker "
         "within the 90-second rule (whoever launched it, whatever the executor)",
         "metrics",
         "import_running",

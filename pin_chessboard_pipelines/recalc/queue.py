@@ -25,9 +25,10 @@ from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason
 from pin_chessboard_pipelines.store.queries import queries
 
-# A Running import run holds its requests while one of its processes renewed the run's heartbeat
-# within this (the 90-second rule of a dead worker, docs/store.md#held-requests): the requests of a
-# run whose processes all died are due like any other, even while the run stays resumable.
+# A Running import run holds its requests while its run worker (the process that executes its Dagster
+# run, talent_import/run_worker.py) renewed the run's heartbeat within this, whatever its steps do
+# (docs/project-aggregates-recalc.md#held-requests): the requests of a run whose run worker died are
+# due like any other, even while the run stays resumable.
 IMPORT_RUN_ALIVE_SECONDS = 90.0
 _ALIVE = {"alive_seconds": IMPORT_RUN_ALIVE_SECONDS}
 
@@ -108,7 +109,7 @@ def release_dagster_run_requests(
 
 def release_ended_import_requests(conn: Connection, *, debounce_seconds: float, cap_seconds: float) -> int:
     """Releases the requests of every run that is no longer Running, whoever ended it, or whose
-    processes are all gone (no heartbeat for IMPORT_RUN_ALIVE_SECONDS); returns how many. The safety
+    run worker is gone (no heartbeat for IMPORT_RUN_ALIVE_SECONDS); returns how many. The safety
     net for an end path that marked a run ended without releasing it, and for a killed import."""
     return conn.execute(
         queries("recalc_queue")["release_ended_import_requests"],

@@ -14,7 +14,7 @@ from pin_chessboard_pipelines.store.queries import queries
 def read_store_gauges(
     url: str, poison_attempts: int, import_lock_key: int, alive_seconds: float = 90.0
 ) -> dict[str, float]:
-    """`alive_seconds`: a Running import run is live while a heartbeat of its processes is this
+    """`alive_seconds`: a Running import run is live while a heartbeat of its run worker is this
     fresh (recalc.queue.IMPORT_RUN_ALIVE_SECONDS; the same rule holds its recalc requests)."""
     params = {
         "poison_attempts": poison_attempts,

@@ -311,6 +311,9 @@ talent_import_runs = Table(
     Column("heartbeat_at", DateTime(timezone=True)),
     # its process holds the import lock for the whole run (the CLI): no holder of the lock, no run
     Column("lock_held", Boolean, nullable=False, server_default="false"),
+    # renewed by the run worker of its Dagster run (the process that executes the run, not its
+    # steps): once set, the run is alive while this is fresh (docs/talent-initial-import.md#pages-and-leases)
+    Column("worker_heartbeat_at", DateTime(timezone=True)),
     Index("ix_talent_import_runs_status", "status"),
 )
 

@@ -60,7 +60,8 @@ def _same_request(run: Row, request: TalentInitialImportRequest) -> bool:
 
 
 class RunAlive(Exception):
-    """Another import run is Running and one of its processes renewed its heartbeat lately."""
+    """Another import run is Running and its run worker (or, without one, one of its processes)
+    renewed its heartbeat lately."""
 
     def __init__(self, run: Row) -> None:
         super().__init__(f"import run {run['id']} (correlation id {run['correlation_id']}) is running")
@@ -95,7 +96,7 @@ def start_or_resume_run(
         if resumable is None and _same_request(run, request):
             resumable = run
         else:
-            gone = "its processes are gone (no heartbeat)" if not run["alive"] else "superseded"
+            gone = "its run worker is gone (no heartbeat)" if not run["alive"] else "superseded"
             end_gone_run(
                 conn,
                 run["id"],
@@ -241,6 +242,12 @@ def end_running_run(
 def touch_run(conn: Connection, run_id: uuid.UUID) -> str | None:
     """The run's heartbeat renewed by a live process of it; its status."""
     return conn.execute(statement("heartbeat_run"), {"run_id": run_id}).scalar()
+
+
+def beat_run_worker(conn: Connection, dagster_run_id: str) -> int:
+    """The run worker of `dagster_run_id` is alive: the Running import run of that Dagster run (if
+    any yet) renews worker_heartbeat_at; returns how many rows (0 or 1)."""
+    return conn.execute(statement("heartbeat_run_worker"), {"dagster_run_id": dagster_run_id}).rowcount
 
 
 def heartbeat(conn: Connection, run_id: uuid.UUID, claimed_by: str, page_ids: list[int]) -> str | None:

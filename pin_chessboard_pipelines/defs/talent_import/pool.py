@@ -50,9 +50,10 @@ def fail_runs_of_gone_imports(
     cap_seconds: float,
     alive_seconds: float = ALIVE_SECONDS,
 ) -> list[str]:
-    """Marks failed the started import runs whose processes are gone (SIGKILL, a lost host): none
-    renewed their import run's heartbeat for `alive_seconds` (a run younger than that may not have
-    written its row yet), or their process held the import lock and nobody holds it now. Run
+    """Marks failed the started import runs whose run worker is gone (SIGKILL, a lost host): it
+    renewed no heartbeat of its import run for `alive_seconds` (talent_import/run_worker.py; a run
+    younger than that may not have written its row yet), or its process held the import lock and
+    nobody holds it now. Run
     monitoring does the same for runs the daemon launched; this catches the runs of a killed
     `pin-chessboard import`. Their held recalc requests become due by the debounce and the cap
     (docs/store.md#held-requests). Returns their ids."""
@@ -73,7 +74,9 @@ def fail_runs_of_gone_imports(
     gone = [run for run in started if is_gone(run)]
     for run in gone:
         instance.report_run_failed(
-            run, f"the import's processes are gone: no heartbeat of its import run for {alive_seconds:g} s"
+            run,
+            f"the import's run worker is gone: no heartbeat of its import run for {alive_seconds:g} s, "
+            "or the import lock it held is free",
         )
     with get_engine(database_url).begin() as conn:
         release_dagster_run_requests(

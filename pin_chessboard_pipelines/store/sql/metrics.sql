@@ -14,9 +14,9 @@ FROM chessboard.outbox_messages WHERE published_at IS NULL
 SELECT count(*) AS value FROM chessboard.talent_import_runs WHERE status = 'Running'
 
 -- name: import_running
--- 1 while an import runs: a Running row one of whose processes renewed its heartbeat within
--- :alive_seconds (the page workers renew it, in whatever process or pod they run: the CLI, a
--- Dagster step of the UI, a backfill or the full bootstrap). A run whose process holds the import
+-- 1 while an import runs: a Running row whose run worker renewed its heartbeat within
+-- :alive_seconds (the process that executes its Dagster run, whoever launched it: the CLI, the UI,
+-- a backfill or the full bootstrap; chessboard.import_run_alive). A run whose process holds the import
 -- lock (the CLI) is not alive once nobody holds that lock: a killed CLI reads 0 at once. pg_locks
 -- shows a bigint key as classid = high 32 bits, objid = low 32 bits, objsubid = 1.
 SELECT (count(*) > 0)::int AS value

@@ -55,9 +55,9 @@ WHERE r.import_run_id IN (SELECT i.id FROM chessboard.talent_import_runs i
                           WHERE i.dagster_run_id = ANY (CAST(:dagster_run_ids AS text[])))
 
 -- name: release_ended_import_requests
--- Every request still held by a run that is no longer Running (whoever ended it) or whose
--- processes are all gone (no heartbeat for :alive_seconds, a killed CLI import that stays
--- resumable): released as above. The drain calls it before it picks rows, so neither an end path
+-- Every request still held by a run that is no longer Running (whoever ended it) or whose run
+-- worker is gone (no heartbeat of it for :alive_seconds, a killed CLI import that stays
+-- resumable; chessboard.import_run_alive): released as above. The drain calls it before it picks rows, so neither an end path
 -- nor a dead process can leave a request held.
 UPDATE chessboard.project_recalc_requests AS r
 SET import_run_id = NULL,

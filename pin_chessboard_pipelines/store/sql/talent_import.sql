@@ -2,8 +2,8 @@
 -- SQLAlchemy bind style (:name), through queries("talent_import").
 
 -- name: running_runs
--- Running runs and whether they are alive: one of their processes renewed the heartbeat within
--- :alive_seconds, and a run whose process held the import lock still has a holder of it
+-- Running runs and whether they are alive: their run worker renewed its heartbeat within
+-- :alive_seconds (chessboard.import_run_alive), and a run whose process held the import lock still has a holder of it
 -- (:lock_free: nobody holds it, or the caller does).
 SELECT r.*,
        chessboard.import_run_alive(r, :alive_seconds) AND NOT (r.lock_held AND :lock_free) AS alive
@@ -17,6 +17,12 @@ UPDATE chessboard.talent_import_runs SET lock_held = :lock_held WHERE id = :run_
 UPDATE chessboard.talent_import_runs SET heartbeat_at = now()
 WHERE id = :run_id
 RETURNING status
+
+-- name: heartbeat_run_worker
+-- The run worker of a Dagster run (the process that executes it, whatever its steps do): the
+-- Running import run of that Dagster run is alive while this is renewed (import_run_alive).
+UPDATE chessboard.talent_import_runs SET worker_heartbeat_at = now()
+WHERE dagster_run_id = :dagster_run_id AND status = 'Running'
 
 -- name: heartbeat_pages
 -- The pages this process works on: their claims renewed. A page whose transaction runs is locked
@@ -97,7 +103,7 @@ RETURNING *
 -- name: resume_run
 UPDATE chessboard.talent_import_runs
 SET status = 'Running', finished_at = NULL, error = NULL, dagster_run_id = :dagster_run_id,
-    heartbeat_at = now()
+    heartbeat_at = now(), worker_heartbeat_at = NULL  -- the new Dagster run's worker beats next
 WHERE id = :run_id
 RETURNING *
 
