@@ -63,12 +63,48 @@ def consumer_job_config(args: argparse.Namespace) -> dict[str, object]:
 
 def add_replay_dlq_parser(parser: argparse.ArgumentParser, consumer: str) -> None:
     """`<consumer> replay-dlq`: the consumer's dead letters applied again (the replay_dead_letters job)."""
-    commands = parser.add_subparsers(dest="consumer_command", required=False, metavar="replay-dlq")
+    commands = parser.add_subparsers(
+        dest="consumer_command", required=False, metavar="{replay-dlq,dead-letters}"
+    )
     replay = commands.add_parser(
         "replay-dlq",
         help=f"apply {consumer}'s dead letters again once their cause is fixed (the replay_dead_letters job)",
     )
     replay.set_defaults(func=lambda _args: replay_dlq_command(consumer))
+    listing = commands.add_parser(
+        "dead-letters",
+        help=f"list {consumer}'s dead letters waiting to be replayed: key, origin, error, age "
+        "(the list_dead_letters job)",
+    )
+    listing.add_argument(
+        "--limit",
+        type=_limit,
+        default=100,
+        metavar="N",
+        help="dead letters listed, 0..10000 (default 100; the count is all of them)",
+    )
+    listing.set_defaults(func=lambda args: dead_letters_command(consumer, args.limit))
+
+
+def _limit(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 10000:
+        raise argparse.ArgumentTypeError(f"{raw!r}: expected an integer 0..10000")
+    return value
+
+
+def dead_letters_command(consumer: str, limit: int) -> int:
+    """The list_dead_letters job for one consumer through the Dagster instance in DAGSTER_HOME: each
+    waiting dead letter one line on stderr (the run's log), the summary JSON on the last line of
+    stdout (`waiting`, `consumers[].deadLetters[]`); exit 0 (also when some wait), 1 failed."""
+    from pin_chessboard_pipelines.cli.jobs import run_job
+    from pin_chessboard_pipelines.defs.dead_letters.listing import JOB_NAME, OP_NAME
+    from pin_chessboard_pipelines.settings import load_settings
+
+    return run_job(JOB_NAME, OP_NAME, {"consumer": consumer, "limit": limit}, load_settings())
 
 
 def replay_dlq_command(consumer: str) -> int:

@@ -8,6 +8,8 @@ import threading
 
 # Live gauges of processes long gone are removed this often.
 PRUNE_EVERY_SECONDS = 60.0
+# The dead letters waiting per consumer are read from the broker this often.
+DEAD_LETTERS_EVERY_SECONDS = 10.0
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -24,6 +26,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from prometheus_client import start_http_server
 
+    from pin_chessboard_pipelines.events.dead_letter_listing import WaitingDeadLettersWatch
     from pin_chessboard_pipelines.observability.exporter import build_registry
     from pin_chessboard_pipelines.recalc.queue import IMPORT_RUN_ALIVE_SECONDS
     from pin_chessboard_pipelines.runtime.services import database_url
@@ -41,7 +44,9 @@ def _serve(args: argparse.Namespace) -> int:
         IMPORT_LOCK.key,
         IMPORT_RUN_ALIVE_SECONDS,
     )
-    registry = build_registry(partial(read_samples, url), read)
+    # the dead letters waiting per consumer, read from the broker beside the scrapes
+    watch = WaitingDeadLettersWatch(settings.kafka_bootstrap_servers, DEAD_LETTERS_EVERY_SECONDS).start()
+    registry = build_registry(partial(read_samples, url), read, watch.read)
     server, thread = start_http_server(args.port, addr=args.host, registry=registry)
     print(f"metrics on http://{args.host}:{args.port}/metrics", flush=True)
     stop = threading.Event()
@@ -54,4 +59,5 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"live metric rows not pruned: {type(error).__name__}", flush=True)
     server.shutdown()
     thread.join()
+    watch.stop()
     return 0

@@ -207,16 +207,50 @@ class StoreGaugeCollector(Collector):
             yield family
 
 
-def build_registry(read_samples: ReadSamples, read_store_gauges: ReadStoreGauges) -> CollectorRegistry:
+# dead letters waiting to be replayed, per consumer (events/dead_letter_listing.py): read from the
+# broker by a watch of `metrics serve` (never during a scrape), the alert CHESSBOARD_CONSUMER_DEAD_LETTERS
+DEAD_LETTERS_WAITING = "chessboard_consumer_dead_letters_waiting"
+DEAD_LETTERS_WAITING_HELP = (
+    "Dead letters of a consumer waiting to be replayed: in its dead-letter topic past the offsets "
+    "of its replay group"
+)
+
+# consumer -> waiting dead letters ({} until the broker answered once)
+ReadDeadLetters = Callable[[], Mapping[str, float]]
+
+
+class DeadLetterCollector(Collector):
+    def __init__(self, read: ReadDeadLetters) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(DEAD_LETTERS_WAITING, DEAD_LETTERS_WAITING_HELP, labels=["consumer"])
+        try:
+            values = self.read()
+        except Exception as error:  # noqa: BLE001 - a scrape must not fail
+            log.warning("waiting dead letters unavailable: %s", type(error).__name__)
+            values = {}
+        for consumer, value in sorted(values.items()):
+            family.add_metric([consumer], float(value))
+        yield family
+
+
+def build_registry(
+    read_samples: ReadSamples,
+    read_store_gauges: ReadStoreGauges,
+    read_dead_letters: ReadDeadLetters | None = None,
+) -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(SampleCollector(read_samples))
     registry.register(StoreGaugeCollector(read_store_gauges))
+    if read_dead_letters is not None:
+        registry.register(DeadLetterCollector(read_dead_letters))
     return registry
 
 
 def exposed_names() -> set[str]:
     """Every sample name the exporter can expose: what rules and dashboards may name."""
-    names = {STORE_UP, *(gauge.name for gauge in STORE_GAUGES)}
+    names = {STORE_UP, DEAD_LETTERS_WAITING, *(gauge.name for gauge in STORE_GAUGES)}
     for metric in metrics.ALL:
         names.update(metric.samples())
     return names

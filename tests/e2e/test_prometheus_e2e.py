@@ -4,6 +4,7 @@ are then read through Prometheus's HTTP API and compared with the store."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -208,3 +209,61 @@ def test_sync_quarantines_keep_their_consumer_through_a_real_scrape(db_url, tmp_
         assert alert["labels"]["consumer"] == alert["labels"]["job"] == "handbook-sync"
         assert "handbook-sync" in alert["annotations"]["summary"]
         assert 'consumer="handbook-sync"' in alert["annotations"]["description"]
+
+
+@pytest.mark.slow
+def test_waiting_dead_letters_fire_their_alert_until_replayed(db_url, engine, tmp_path):
+    """A dead letter of talent-sync (a valid developer snapshot that failed earlier) waits in
+    `pin-chessboard-talent-sync.dlq`: `metrics serve` exposes it waiting, Prometheus scrapes it and
+    CHESSBOARD_CONSUMER_DEAD_LETTERS fires for talent-sync; the replay applies it, the gauge
+    drops to 0 and the alert ends."""
+    from pin_chessboard_pipelines.entities import ENTITIES
+    from pin_chessboard_pipelines.events.dead_letters import (
+        DeadLetter,
+        DeadLetterWriter,
+        Origin,
+        replay_dead_letters,
+    )
+    from pin_chessboard_pipelines.talent_sync import TalentSync
+    from tests.support.talent_kafka import own_broker
+
+    developer = {"id": "5b3c1c52-64a4-4e4a-9e0e-0d2b8f1f2a10", "version": 1, "name": "ГК Письмо"}
+    with own_broker() as broker:
+        letter = DeadLetter(
+            Origin(ENTITIES[0].topic, 0, 41), developer["id"].encode(), json.dumps(developer).encode()
+        )
+        writer = DeadLetterWriter(broker, "pin-chessboard-talent-sync.dlq", "talent-sync")
+        writer.send(letter, "developer refused", 3)
+        writer.close()
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("CHESSBOARD_", "DAGSTER_", "TALENT_", "KAFKA_"))
+        }
+        env.update(
+            CHESSBOARD_DATABASE_URL=db_url,
+            PIN_CHESSBOARD_STATE_DIR=str(tmp_path),
+            PYTHONPATH=str(PROJECT_ROOT),
+            KAFKA_BOOTSTRAP_SERVERS=broker,
+        )
+        with metrics_serve(env, PROJECT_ROOT) as target, prometheus_scraping(target, RULES) as prometheus:
+            waiting = 'chessboard_consumer_dead_letters_waiting{consumer="%s"}'
+            _eventually(prometheus, waiting % "talent-sync", 1, timeout=60)
+            _eventually(prometheus, waiting % "handbook-sync", 0, timeout=60)
+
+            def alerts() -> list[dict]:
+                return [
+                    a
+                    for a in prometheus.api("alerts")["alerts"]
+                    if a["labels"]["alertname"] == "CHESSBOARD_CONSUMER_DEAD_LETTERS"
+                    and a["state"] == "firing"
+                ]
+
+            (alert,) = wait_until(alerts, 60, "CHESSBOARD_CONSUMER_DEAD_LETTERS firing")
+            assert alert["labels"]["consumer"] == alert["labels"]["job"] == "talent-sync"
+            assert alert["annotations"]["runbook"].startswith("pin-chessboard talent-sync dead-letters")
+
+            replayed = replay_dead_letters(engine, broker, TalentSync(engine, broker))
+            assert (replayed.read, replayed.applied) == (1, 1)
+            _eventually(prometheus, waiting % "talent-sync", 0, timeout=60)
+            wait_until(lambda: not alerts(), 60, "the alert resolved")

@@ -87,6 +87,8 @@ def test_the_panels_the_docs_ask_for():
         "sum by (entity) (rate(chessboard_recalc_republished_total",
         "chessboard_outbox_backlog",
         "chessboard_outbox_lag_seconds",
+        "max by (consumer) (chessboard_consumer_dead_letters_waiting)",
+        "sum by (consumer) (increase(chessboard_sync_failed_items_total",
     ):
         assert metric in exprs, metric
 
@@ -108,8 +110,11 @@ def test_a_fresh_deployment_exposes_every_dashboard_metric():
     wanted = set()
     for expr in dashboard_expressions().values():
         wanted |= set(re.findall(r"\bchessboard_[a-z0-9_]+", expr))
-    # series whose label values are open (a topic, an unknown enum value) appear with the first one
+    # series whose label values are open (a topic, an unknown enum value) appear with the first one;
+    # the waiting dead letters are read from the broker, and appear with its first answer
     open_labels = {
+        "chessboard_consumer_dead_letters_total",
+        "chessboard_consumer_dead_letters_waiting",
         "chessboard_outbox_published_total",
         "chessboard_sync_unknown_enum_total",
         "chessboard_sync_unresolved_reference_total",

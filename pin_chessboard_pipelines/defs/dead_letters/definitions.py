@@ -7,6 +7,7 @@ from typing import Literal
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines.defs.dead_letters.listing import list_dead_letters_job
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import graceful_interrupts
 from pin_chessboard_pipelines.errors import ChessboardError
@@ -80,4 +81,4 @@ def replay_dead_letters_job() -> None:
 
 
 def definitions() -> dg.Definitions:
-    return dg.Definitions(jobs=[replay_dead_letters_job])
+    return dg.Definitions(jobs=[replay_dead_letters_job, list_dead_letters_job])
