@@ -19,6 +19,7 @@ pytest_plugins = [
     "tests.support.postgres",
     "tests.support.kafka",
     "tests.support.talent_sim",
+    "tests.support.contracts",
 ]
 
 

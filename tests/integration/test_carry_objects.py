@@ -4,12 +4,16 @@ recalcs bring the audit back to 0 at every level."""
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.recalc.audit import audit
 from pin_chessboard_pipelines.recalc.drain import drain
 from pin_chessboard_pipelines.replica.repair import carry_left_behind_objects
 from tests.support.replica import Tree, apply, context_factory, outbox, pid, rows
+
+# every event written meets its schema (tests/support/contracts.py)
+pytestmark = pytest.mark.usefixtures("outbox_contract")
 
 
 def _totals(engine, *trees: Tree) -> tuple[int, ...]:

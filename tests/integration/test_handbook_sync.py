@@ -27,7 +27,8 @@ from pin_chessboard_pipelines.talent.simulator.handbook import (
 from tests.support.replica import apply, context_factory, rows, tid
 from tests.support.talent_kafka import produce
 
-pytestmark = [pytest.mark.slow, pytest.mark.kafka]
+# every event written meets its schema (tests/support/contracts.py)
+pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.usefixtures("outbox_contract")]
 
 PROJECT_TOPIC = topic_of(PROJECT_UPSERTED)
 

@@ -15,6 +15,9 @@ from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 from tests.support.import_probe import CLIENT, FAST
 from tests.support.metrics import sample_value
 
+# every event written meets its schema (tests/support/contracts.py)
+pytestmark = pytest.mark.usefixtures("outbox_contract")
+
 REPLICA = ("developers", "projects", "buildings", "layout_groups", "layouts", "property_objects")
 COLLECTION_OF = dict(zip(REPLICA, dataset.COLLECTIONS, strict=True))
 PROJECT_EVENT_FIELDS = {

@@ -37,6 +37,9 @@ from tests.support.import_probe import (
     scalar,
 )
 
+# every event written meets its schema (tests/support/contracts.py)
+pytestmark = pytest.mark.usefixtures("outbox_contract")
+
 
 @pytest.fixture
 def probe(engine) -> ProbeApply:

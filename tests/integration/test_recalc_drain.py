@@ -6,6 +6,7 @@ import threading
 from datetime import UTC, datetime
 from decimal import Decimal
 
+import pytest
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.events.payloads import (
@@ -29,6 +30,9 @@ from tests.support.recalc_data import (
     rows_of,
     standard_project,
 )
+
+# every event written meets its schema (tests/support/contracts.py)
+pytestmark = pytest.mark.usefixtures("outbox_contract")
 
 PROJECT_FIELDS = [
     "id",

@@ -18,6 +18,9 @@ from pin_chessboard_pipelines.talent_import.request import build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 
+# every event written meets its schema (tests/support/contracts.py)
+pytestmark = pytest.mark.usefixtures("outbox_contract")
+
 BROKEN = DatasetSpec(developers=1, projects_per_developer=2, objects_per_project=12, poison_every=5)
 FIXED = DatasetSpec(**{**BROKEN.__dict__, "poison_every": 0})
 

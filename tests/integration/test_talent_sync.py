@@ -21,10 +21,12 @@ from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
 from pin_chessboard_pipelines.talent_sync import SYNC_LOCK_HELD, SyncFailed, TalentSync, sync_policy
+from tests.support.contracts import assert_dead_letter_headers_valid
 from tests.support.polling import wait_until
 from tests.support.talent_kafka import committed_offsets, count, poisoned_objects, produce, reset_group
 
-pytestmark = [pytest.mark.slow, pytest.mark.kafka]
+# every event written meets its schema (tests/support/contracts.py)
+pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.usefixtures("outbox_contract")]
 
 SPEC = DatasetSpec(
     developers=2,
@@ -256,6 +258,7 @@ def test_a_poison_message_goes_to_the_dead_letter_topic_while_the_messages_after
         and headers["pin-dlq-consumer"] == "talent-sync"
     )
     assert headers["pin-dlq-attempts"] == "3"  # the batch's two tries, then its own
+    assert_dead_letter_headers_valid(headers)
     assert read_dead_letter(letter.key(), letter.value(), letter.headers(), 0).origin.offset == 1
     assert (
         sample_value(

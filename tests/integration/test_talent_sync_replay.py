@@ -20,7 +20,8 @@ from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_imp
 from pin_chessboard_pipelines.talent_import.sources.topic_replay import TopicReplaySource, parse_cursor
 from tests.support.talent_kafka import committed_offsets, count, poisoned_objects, produce
 
-pytestmark = [pytest.mark.slow, pytest.mark.kafka]
+# every event written meets its schema (tests/support/contracts.py)
+pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.usefixtures("outbox_contract")]
 
 SPEC = DatasetSpec(
     developers=2,
