@@ -64,6 +64,9 @@ class Settings:
     kafka_properties: Mapping[str, str] = field(default_factory=dict)
     # the topics the project creates: replication factor (-1 = the broker's), min.insync.replicas
     kafka_topic_replication: TopicReplication = field(default_factory=lambda: TopicReplication())
+    # event contract versions published, and the modules defining those beyond 1 (events/contracts.py)
+    contract_versions: tuple[int, ...] = (1,)
+    contract_builders: tuple[str, ...] = ()
 
     def __repr__(self) -> str:  # never print the token
         token = "***" if self.talent_api_token else None
@@ -221,7 +224,43 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         recalc_drains=_parse(env, "CHESSBOARD_RECALC_DRAINS", 1, _int_in(1, 16), "an integer 1..16"),
         kafka_properties=kafka_properties(env),
         kafka_topic_replication=topic_replication(env),
+        contract_versions=parse_contract_versions(env),
+        contract_builders=parse_contract_builders(env),
     )
+
+
+# Contract versions (chessboard-store.md "Contract versions (v1.3)"). Parsed here; whether a
+# version has a payload builder is events/contracts.py's `published` (it imports the builders).
+CONTRACT_VERSIONS_VARIABLE = "CHESSBOARD_CONTRACT_VERSIONS"
+CONTRACT_BUILDERS_VARIABLE = "CHESSBOARD_CONTRACT_BUILDERS"
+
+
+def _versions(raw: str) -> tuple[int, ...]:
+    versions = tuple(int(part) for part in raw.split(","))
+    if any(v < 1 for v in versions) or len(set(versions)) != len(versions):
+        raise ValueError(raw)
+    return versions
+
+
+def _modules(raw: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in raw.split(","))
+    if not all(part and all(p.isidentifier() for p in part.split(".")) for part in names):
+        raise ValueError(raw)
+    return names
+
+
+def parse_contract_versions(env: Mapping[str, str]) -> tuple[int, ...]:
+    return _parse(
+        env,
+        CONTRACT_VERSIONS_VARIABLE,
+        (1,),
+        _versions,
+        "distinct versions >= 1 separated by commas, e.g. 1,2",
+    )
+
+
+def parse_contract_builders(env: Mapping[str, str]) -> tuple[str, ...]:
+    return _parse(env, CONTRACT_BUILDERS_VARIABLE, (), _modules, "Python module names separated by commas")
 
 
 def load_dagster_executor(env: Mapping[str, str] | None = None) -> str:

@@ -74,6 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings()
         configure_tracing(settings)  # every variable is checked before any command runs
+        from pin_chessboard_pipelines.events.contracts import published
+
+        published()  # every published contract version has its payload builders
         # what a command counts reaches the store (found when first needed) by its exit
         from pin_chessboard_pipelines.runtime.services import database_url
         from pin_chessboard_pipelines.store.metric_samples import DeferredStoreSink

@@ -15,7 +15,8 @@ from opentelemetry.trace import SpanKind
 from sqlalchemy.engine import Connection, Engine
 
 from pin_chessboard_pipelines.events import exact_json
-from pin_chessboard_pipelines.events.payloads import CONTRACT_VERSION, EVENT_TYPES, topic_of
+from pin_chessboard_pipelines.events.contracts import V1, Contract, published
+from pin_chessboard_pipelines.events.payloads import EVENT_TYPES, topic_of
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.store.cursor import copy_in
 from pin_chessboard_pipelines.store.queries import cursor_queries, queries
@@ -52,15 +53,15 @@ class OutboxEvent:
     def aggregate_type(self) -> str:
         return EVENT_TYPES[self.event_type][0]
 
-    def headers(self) -> dict[str, str]:
+    def headers(self, contract_version: int = 1, message_id: str | None = None) -> dict[str, str]:
         """The contract headers (docs/events.md#key-and-headers)."""
         return {
-            "messageId": str(self.message_id),
+            "messageId": message_id or str(self.message_id),
             "occurredAt": self.occurred_at.isoformat(),
             "aggregateId": self.aggregate_id,
             "aggregateType": self.aggregate_type,
             "eventType": self.event_type,
-            "contractVersion": str(CONTRACT_VERSION),
+            "contractVersion": str(contract_version),
             "correlationId": self.correlation_id,
         }
 
@@ -76,14 +77,17 @@ class OutboxEvent:
 
 
 def write_outbox(conn: Connection, events: Sequence[OutboxEvent]) -> int:
-    """Writes the events in the caller's transaction; `id` order is their commit order."""
+    """Writes the events in the caller's transaction; `id` order is their commit order. One row per
+    published contract version (events/contracts.py), the versions of an event next to each other:
+    each version's topic sees the events in the same order. The event's message_id is its first
+    version's; the other versions' rows get their own."""
     if not events:
         return 0
-    with _write_span(len(events)):
+    contracts = published()
+    with _write_span(len(events) * len(contracts)):
         trace_headers = _trace_headers()
-        return _copy(
-            conn,
-            [
+        if contracts == (V1,):
+            lines = [
                 _line(
                     str(event.message_id),
                     event.topic,
@@ -93,8 +97,25 @@ def write_outbox(conn: Connection, events: Sequence[OutboxEvent]) -> int:
                     event.occurred_at.isoformat(),
                 )
                 for event in events
-            ],
-        )
+            ]
+        else:
+            ids = iter(random_uuids(len(events) * (len(contracts) - 1)))
+            lines = []
+            for event in events:
+                for n, contract in enumerate(contracts):
+                    message_id = str(event.message_id) if n == 0 else next(ids)
+                    headers = event.headers(contract.version, message_id)
+                    lines.append(
+                        _line(
+                            message_id,
+                            contract.topic(event.event_type),
+                            event.aggregate_id,
+                            exact_json.dumps(contract.build(event.event_type, event.payload)),
+                            _ENCODER.encode({**headers, **trace_headers}),
+                            event.occurred_at.isoformat(),
+                        )
+                    )
+        return _copy(conn, lines)
 
 
 def write_outbox_batch(
@@ -105,8 +126,11 @@ def write_outbox_batch(
     import's hot path; a test checks the rows equal write_outbox's)."""
     if not events:
         return 0
-    with _write_span(len(events)):
-        return _copy(conn, _batch_lines(events, correlation_id))
+    contracts = published()
+    with _write_span(len(events) * len(contracts)):
+        if contracts == (V1,):
+            return _copy(conn, _batch_lines(events, correlation_id))
+        return _copy(conn, _versioned_batch_lines(events, correlation_id, contracts))
 
 
 def _batch_lines(events: Sequence[tuple[str, str, dict[str, Any]]], correlation_id: str) -> list[str]:
@@ -118,11 +142,33 @@ def _batch_lines(events: Sequence[tuple[str, str, dict[str, Any]]], correlation_
         headers = (
             f'{{"messageId":"{message_id}","occurredAt":"{occurred_at}","aggregateId":"{key}",'
             f'"aggregateType":"{EVENT_TYPES[event_type][0]}","eventType":"{event_type}",'
-            f'"contractVersion":"{CONTRACT_VERSION}","correlationId":{correlation}{trace_header}}}'
+            f'"contractVersion":"1","correlationId":{correlation}{trace_header}}}'
         )
         lines.append(
             _line(message_id, _TOPICS[event_type], key, exact_json.dumps(payload), headers, occurred_at)
         )
+    return lines
+
+
+def _versioned_batch_lines(
+    events: Sequence[tuple[str, str, dict[str, Any]]], correlation_id: str, contracts: Sequence[Contract]
+) -> list[str]:
+    """_batch_lines with one row per contract version, the versions of an event next to each other."""
+    occurred_at = datetime.now(UTC).isoformat()
+    trace_header = "".join(f',"{k}":"{v}"' for k, v in _trace_headers().items())
+    correlation = _ENCODER.encode(correlation_id)
+    ids = iter(random_uuids(len(events) * len(contracts)))
+    lines = []
+    for event_type, key, payload in events:
+        for contract in contracts:
+            message_id = next(ids)
+            headers = (
+                f'{{"messageId":"{message_id}","occurredAt":"{occurred_at}","aggregateId":"{key}",'
+                f'"aggregateType":"{EVENT_TYPES[event_type][0]}","eventType":"{event_type}",'
+                f'"contractVersion":"{contract.version}","correlationId":{correlation}{trace_header}}}'
+            )
+            value = exact_json.dumps(contract.build(event_type, payload))
+            lines.append(_line(message_id, contract.topic(event_type), key, value, headers, occurred_at))
     return lines
 
 

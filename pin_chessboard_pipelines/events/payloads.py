@@ -18,8 +18,6 @@ from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.events import exact_json
 from pin_chessboard_pipelines.store.handbook_replica import Handbook
 
-CONTRACT_VERSION = 1
-
 DEVELOPER_UPSERTED = entities.DEVELOPER.upserted_event
 PROJECT_UPSERTED = entities.PROJECT.upserted_event
 BUILDING_UPSERTED = entities.BUILDING.upserted_event
@@ -38,8 +36,9 @@ EVENT_TYPES: dict[str, tuple[str, int]] = {
 }
 
 
-def topic_of(event_type: str) -> str:
-    return f"{event_type}.v{CONTRACT_VERSION}"
+def topic_of(event_type: str, version: int = 1) -> str:
+    """The topic of an event type's contract version (events/contracts.py: which are published)."""
+    return f"{event_type}.v{version}"
 
 
 def json_value(value: Any) -> Any:

@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 # Keywords that change what a reader is told, never what it receives.
-ANNOTATIONS = frozenset({"title", "description", "$comment", "examples", "default", "deprecated", "$id", "$defs"})
+ANNOTATIONS = frozenset(
+    {"title", "description", "$comment", "examples", "default", "deprecated", "$id", "$defs"}
+)
 # Keywords compared below by their own rules rather than by equality.
 _STRUCTURAL = frozenset({"type", "enum", "properties", "required", "anyOf", "oneOf", "allOf", "$ref"})
 # Keywords whose value is a subschema a message's part must meet: compared recursively.
@@ -53,10 +55,21 @@ def _types(node: dict[str, Any]) -> frozenset[str] | None:
 
 
 def _compare(
-    old: Any, new: Any, old_root: dict[str, Any], new_root: dict[str, Any], path: str, found: list[str], seen: set
+    old: Any,
+    new: Any,
+    old_root: dict[str, Any],
+    new_root: dict[str, Any],
+    path: str,
+    found: list[str],
+    seen: set,
 ) -> None:
     old, new = _resolve(old, old_root), _resolve(new, new_root)
-    if isinstance(old, bool) or isinstance(new, bool) or not isinstance(old, dict) or not isinstance(new, dict):
+    if (
+        isinstance(old, bool)
+        or isinstance(new, bool)
+        or not isinstance(old, dict)
+        or not isinstance(new, dict)
+    ):
         if old != new:
             found.append(f"{path}: changed from {old!r} to {new!r}")
         return

@@ -15,8 +15,9 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from pin_chessboard_pipelines.events.contracts import published
 from pin_chessboard_pipelines.events.kafka_client import client_config, list_topics
-from pin_chessboard_pipelines.events.payloads import EVENT_TYPES, topic_of
+from pin_chessboard_pipelines.events.payloads import EVENT_TYPES
 from pin_chessboard_pipelines.settings import TopicReplication, topic_replication
 
 log = logging.getLogger(__name__)
@@ -25,8 +26,12 @@ DEAD_LETTER_SUFFIX = ".dlq"  # pin-chessboard-talent-sync.dlq, pin-chessboard-ha
 
 
 def contract_topics() -> dict[str, int]:
-    """topic -> partitions (docs/events.md#topics)."""
-    return {topic_of(event_type): partitions for event_type, (_, partitions) in EVENT_TYPES.items()}
+    """topic -> partitions (docs/events.md#topics) of every published contract version."""
+    return {
+        contract.topic(event_type): partitions
+        for contract in published()
+        for event_type, (_, partitions) in EVENT_TYPES.items()
+    }
 
 
 def new_topic(name: str, partitions: int, replication: TopicReplication) -> NewTopic:

@@ -57,7 +57,8 @@ def test_project_upserted_schema_requires_exactly_the_24_fields():
 def test_a_project_payload_with_exact_decimals_and_null_references_is_valid():
     full = p.project_upserted(project_row(price_min=Decimal("987654321098.76543")), HANDBOOK)
     bare = p.project_upserted(
-        project_row(region_id=None, city_id=None, price_min=None, price_max=None, payback_years=None), HANDBOOK
+        project_row(region_id=None, city_id=None, price_min=None, price_max=None, payback_years=None),
+        HANDBOOK,
     )
     for payload in (full, bare):
         assert payload_errors(PROJECT_TOPIC, _as_consumer_reads(payload)) == []
@@ -183,12 +184,18 @@ def test_additive_changes_are_not_breaking(edit):
     [
         (lambda s: s["properties"].pop("floor"), "$.floor: property removed"),
         (lambda s: s["properties"]["id"].update(type="integer"), "$.id: type changed from string to integer"),
-        (lambda s: s["properties"]["id"].update(type=["string", "null"]), "$.id: type changed from string to null|string"),
+        (
+            lambda s: s["properties"]["id"].update(type=["string", "null"]),
+            "$.id: type changed from string to null|string",
+        ),
         (
             lambda s: (s["properties"].update(note={"type": "string"}), s["required"].append("note")),
             "$.note: new required field",
         ),
-        (lambda s: s["properties"]["status"]["enum"].remove("Sold"), "$.status: enum narrowed, removed ['Sold']"),
+        (
+            lambda s: s["properties"]["status"]["enum"].remove("Sold"),
+            "$.status: enum narrowed, removed ['Sold']",
+        ),
         (lambda s: s["properties"]["id"].update(enum=["a"]), "$.id: enum added, narrowed to ['a']"),
         (lambda s: s["required"].remove("price"), "$.price: no longer required (may be absent)"),
         (lambda s: s["properties"]["price"].update(anyOf=[{"type": "number"}]), "$.price: anyOf changed"),
