@@ -34,6 +34,9 @@ from pin_chessboard_pipelines.settings import (
 )
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+# The same schemas in the form the Tansu broker validates against (`--schema-registry`,
+# runtime/embedded.py): <topic>.json, the payload under "value", every $ref written out.
+BROKER_SCHEMA_DIR = SCHEMA_DIR / "broker"
 EVENT_HEADERS_SCHEMA = "event.headers.json"
 DEAD_LETTER_HEADERS_SCHEMA = "dead-letter.headers.json"
 
@@ -134,3 +137,57 @@ def load_schema(path: Path | str) -> dict[str, Any]:
 def v1_schema_files() -> dict[str, Path]:
     """topic -> its schema file, for the eight version 1 topics."""
     return {topic_of(event_type): SCHEMA_DIR / f"{topic_of(event_type)}.json" for event_type in EVENT_TYPES}
+
+
+def broker_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A payload schema as Tansu reads a topic's: an object whose "value" property is the message
+    value's schema. Tansu compiles that property on its own, so a `$ref` to the document's `$defs`
+    would resolve to nothing and let every value through: each is written out in place. The key
+    is left out (Tansu parses a key as JSON; ours is a bare UUID)."""
+    defs = schema.get("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, list):
+            return [inline(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            target = inline(defs[node["$ref"].removeprefix("#/$defs/")])
+            return {**target, **{k: inline(v) for k, v in node.items() if k != "$ref"}}
+        return {k: inline(v) for k, v in node.items() if k != "$defs"}
+
+    value = inline({k: v for k, v in schema.items() if k not in ("$schema", "$id", "title", "$defs")})
+    return {
+        "$schema": schema["$schema"],
+        "title": schema.get("title", ""),
+        "type": "object",
+        "properties": {"value": value},
+        "required": ["value"],
+    }
+
+
+def broker_schemas(contracts: tuple[Contract, ...] = (V1,)) -> dict[str, str]:
+    """file name -> text of the broker's schema of every topic of `contracts`."""
+    return {
+        f"{contract.topic(event_type)}.json": json.dumps(
+            broker_schema(load_schema(contract.schema_path(event_type))), indent=2, ensure_ascii=False
+        )
+        + "\n"
+        for contract in contracts
+        for event_type in EVENT_TYPES
+    }
+
+
+def write_broker_schemas(
+    directory: Path = BROKER_SCHEMA_DIR, contracts: tuple[Contract, ...] = (V1,)
+) -> Path:
+    """Writes broker_schemas into `directory` (BROKER_SCHEMA_DIR is kept in the repository: after a
+    change of a schema, run `python -m pin_chessboard_pipelines.events.contracts`)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in broker_schemas(contracts).items():
+        (directory / name).write_text(text, encoding="utf-8")
+    return directory
+
+
+if __name__ == "__main__":
+    print(write_broker_schemas())

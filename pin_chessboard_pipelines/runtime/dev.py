@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from pin_chessboard_pipelines.runtime.demo import run_demo
 from pin_chessboard_pipelines.runtime.embedded import (
+    BROKER_SCHEMAS,
     port_open,
     start_tansu,
     stop_postgres,
@@ -121,7 +122,7 @@ def start_services(settings: Settings, stack: Stack, dataset: str) -> None:
 
     host, port = _host_port(settings.kafka_bootstrap_servers.split(",")[0], 9092)
     if "KAFKA_BOOTSTRAP_SERVERS" not in os.environ and not port_open(host, port):
-        stack.add("broker", start_tansu(port, state / "logs" / "tansu.log"))
+        stack.add("broker", start_tansu(port, state / "logs" / "tansu.log", BROKER_SCHEMAS))
     say(f"Kafka       {settings.kafka_bootstrap_servers}")
 
     host, port = _host_port(settings.talent_api_url, 80)

@@ -131,10 +131,24 @@ def wait_for_port(host: str, port: int, timeout: float = 20.0) -> None:
         time.sleep(0.05)
 
 
-def start_tansu(port: int, log_path: Path | None = None) -> subprocess.Popen:
-    """Starts the Tansu broker (in-memory storage) on 127.0.0.1:`port` and waits until it listens."""
+# The pin.chessboard.* schemas in the broker's form (events/contracts.py `broker_schemas`, kept in
+# the package): given to the demo's and the tests' broker, which refuses an event that breaks its
+# topic's schema with INVALID_RECORD (docs/events.md#schemas).
+BROKER_SCHEMAS = Path(__file__).resolve().parent.parent / "events" / "schemas" / "broker"
+
+
+def start_tansu(
+    port: int, log_path: Path | None = None, schema_registry: Path | None = None
+) -> subprocess.Popen:
+    """Starts the Tansu broker (in-memory storage) on 127.0.0.1:`port` and waits until it listens;
+    with `schema_registry`, a folder of <topic>.json, the values produced to those topics are
+    validated against them."""
     address = f"tcp://127.0.0.1:{port}"
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+    registry = []
+    if schema_registry is not None:
+        # Tansu reads a file:// URL's path relative to its working directory: from / it is absolute
+        registry = ["--schema-registry", f"file://{schema_registry.resolve()}"]
     proc = subprocess.Popen(
         [
             tansu_binary(),
@@ -145,10 +159,12 @@ def start_tansu(port: int, log_path: Path | None = None) -> subprocess.Popen:
             address,
             "--storage-engine",
             "memory://tansu/",
+            *registry,
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        cwd="/",
         env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
     )
     try:

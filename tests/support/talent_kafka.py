@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.events.outbox import HEADER_NAMES
-from pin_chessboard_pipelines.runtime.embedded import admin_execute, free_port, start_tansu
+from pin_chessboard_pipelines.runtime.embedded import BROKER_SCHEMAS, admin_execute, free_port, start_tansu
 from pin_chessboard_pipelines.store.engine import get_engine, with_database
 from pin_chessboard_pipelines.store.tables import REPLICA_TABLES
 from pin_chessboard_pipelines.talent.simulator import dataset
@@ -35,9 +35,10 @@ _databases = itertools.count()
 
 @contextmanager
 def own_broker() -> Iterator[str]:
-    """A Tansu broker only this test uses (the Talent topics must hold exactly its dataset)."""
+    """A Tansu broker only this test uses (the Talent topics must hold exactly its dataset), with the
+    project's schemas: an event that breaks its topic's schema is refused (docs/events.md#schemas)."""
     port = free_port()
-    proc = start_tansu(port, Path(tempfile.mkdtemp(prefix="tansu-")) / "tansu.log")
+    proc = start_tansu(port, Path(tempfile.mkdtemp(prefix="tansu-")) / "tansu.log", BROKER_SCHEMAS)
     try:
         yield f"127.0.0.1:{port}"
     finally:

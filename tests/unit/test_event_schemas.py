@@ -18,6 +18,7 @@ from pin_chessboard_pipelines.events import payloads as p
 from pin_chessboard_pipelines.events.dead_letters import dead_letter_headers
 from pin_chessboard_pipelines.events.outbox import OutboxEvent, payload_bytes
 from pin_chessboard_pipelines.events.schema_compat import breaking_changes
+from pin_chessboard_pipelines.runtime.embedded import BROKER_SCHEMAS
 from tests.support.contracts import header_errors, payload_errors
 from tests.unit.test_event_contracts import HANDBOOK, project_row
 
@@ -229,3 +230,28 @@ def test_a_deliberate_breaking_edit_of_a_v1_schema_fails_the_recorded_copy_check
     assert "$.price.anyOf[0].min: type changed from number to string" in changes
     with pytest.raises(AssertionError):
         assert breaking_changes(recorded, edited) == []
+
+
+# -- the broker's copies -----------------------------------------------------------------------
+
+
+def test_the_brokers_schemas_in_the_package_are_those_of_the_payload_schemas():
+    """events/schemas/broker is written by `python -m pin_chessboard_pipelines.events.contracts`."""
+    kept = {f.name: f.read_text() for f in contracts.BROKER_SCHEMA_DIR.glob("*.json")}
+    assert kept == contracts.broker_schemas()
+    assert BROKER_SCHEMAS == contracts.BROKER_SCHEMA_DIR
+
+
+def test_a_brokers_schema_has_no_reference_and_judges_a_value_as_the_payload_schema_does():
+    schema = contracts.broker_schema(contracts.schema_of(PROJECT_TOPIC))
+    assert "$ref" not in json.dumps(schema)
+    validator = Draft202012Validator(schema)
+    good = _as_consumer_reads(p.project_upserted(project_row(), HANDBOOK))
+    assert list(validator.iter_errors({"value": good})) == []
+    for change in (
+        {"status": "Deleted"},
+        {"regionSnapshot": None},
+        {"id": "x"},
+        {"price": {"min": "1", "max": 2}},
+    ):
+        assert list(validator.iter_errors({"value": {**good, **change}})), change
