@@ -8,7 +8,11 @@ two rules:
 2. version guard per aggregate: an event whose `version` is <= the version already applied for
    that aggregate on that topic is skipped (a replay, or an older snapshot arriving late).
 
-`EventProjection` is those two rules over an in-memory "replica"; `read_events` reads topics from
+and reads `contractVersion` as seed 003 asks (docs/events.md#versioning): a field its version's
+schema does not name (a newer minor addition) is ignored, and an event of another major version
+than the one it reads is logged and counted, never applied.
+
+`EventProjection` is those rules over an in-memory "replica"; `read_events` reads topics from
 the beginning without a consumer group (the tests and the README use both). Applying an event
 continues the writer's trace: a `process` span whose parent is the message's `traceparent`.
 """
@@ -16,6 +20,7 @@ continues the writer's trace: a `process` span whose parent is the message's `tr
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -24,14 +29,30 @@ from typing import Any
 from confluent_kafka import KafkaError, TopicPartition
 from opentelemetry.trace import SpanKind
 
+from pin_chessboard_pipelines.events.contracts import registered, schema_of
 from pin_chessboard_pipelines.events.kafka_client import list_topics
 from pin_chessboard_pipelines.events.outbox import TRACEPARENT
+from pin_chessboard_pipelines.events.payloads import EVENT_TYPES
 from pin_chessboard_pipelines.events.topics_admin import contract_topics, end_offsets, probe_consumer
 from pin_chessboard_pipelines.observability import tracing
+
+log = logging.getLogger(__name__)
 
 APPLIED = "applied"
 DUPLICATE = "duplicate"
 STALE = "stale"
+UNKNOWN_VERSION = "unknown-version"  # another major contract version than the consumer reads
+
+
+def known_fields(contract_version: int = 1) -> dict[str, frozenset[str]]:
+    """event type -> the payload fields the schemas of `contract_version` name (what a consumer of
+    that version applies; anything else is a newer minor field)."""
+    if contract_version not in registered():
+        return {}
+    return {
+        event_type: frozenset(schema_of(f"{event_type}.v{contract_version}")["properties"])
+        for event_type in EVENT_TYPES
+    }
 
 
 @dataclass(frozen=True)
@@ -82,6 +103,15 @@ class EventProjection:
     applied_versions: dict[tuple[str, str], int] = field(default_factory=dict)
     state: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=lambda: {APPLIED: 0, DUPLICATE: 0, STALE: 0})
+    # the major version this consumer reads, and the fields it knows of each event type
+    contract_version: int = 1
+    fields: dict[str, frozenset[str]] | None = None
+    # contractVersion header -> events of that other version seen and not applied
+    unknown_versions: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.fields is None:
+            self.fields = known_fields(self.contract_version)
 
     def apply(self, event: ChessboardEvent) -> str:
         with tracing.span(
@@ -103,6 +133,18 @@ class EventProjection:
             return outcome
 
     def _apply(self, event: ChessboardEvent) -> str:
+        version = event.headers.get("contractVersion", "")
+        if version != str(self.contract_version):
+            # seed 003: not applied, logged and counted; a consumer of that version will apply it
+            self.unknown_versions[version] = self.unknown_versions.get(version, 0) + 1
+            log.warning(
+                "chessboard_event_unknown_contract_version topic=%s messageId=%s contractVersion=%r reads=%d",
+                event.topic,
+                event.headers.get("messageId"),
+                version,
+                self.contract_version,
+            )
+            return UNKNOWN_VERSION
         if event.message_id in self.seen_message_ids:
             outcome = DUPLICATE
         else:
@@ -112,7 +154,12 @@ class EventProjection:
                 outcome = STALE
             else:
                 self.applied_versions[key] = event.version
-                self.state[key] = event.payload
+                known = (self.fields or {}).get(event.event_type)
+                payload = event.payload
+                # a newer minor field is ignored: only the fields this version's schema names
+                self.state[key] = (
+                    payload if known is None else {k: v for k, v in payload.items() if k in known}
+                )
                 outcome = APPLIED
         self.counts[outcome] += 1
         return outcome
