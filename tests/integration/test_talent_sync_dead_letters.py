@@ -22,7 +22,8 @@ from pin_chessboard_pipelines.talent_sync import TalentSync, sync_policy
 from tests.support.metrics import sample_value
 from tests.support.talent_kafka import committed_offsets, count, produce
 
-pytestmark = [pytest.mark.slow, pytest.mark.kafka]
+# every event written meets its schema (tests/support/contracts.py)
+pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.usefixtures("outbox_contract")]
 
 FAST = sync_policy(attempts=2, initial=0.05)
 
