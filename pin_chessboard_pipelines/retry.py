@@ -138,7 +138,7 @@ def transient_reason(error: BaseException) -> str | None:
     `__context__`, so the driver's error decides whatever wraps it. An error with a `retry_reason`
     attribute (e.g. the relay's failed deliveries) is transient for that reason.
     """
-    for e in _chain(error):
+    for e in error_chain(error):
         declared = getattr(e, "retry_reason", None)  # an error of the project's own that says why
         if isinstance(declared, str) and declared:
             return declared
@@ -180,14 +180,15 @@ def transient_reason(error: BaseException) -> str | None:
 def retry_after(error: BaseException) -> float | None:
     """The seconds a server asked to wait (an HTTP Retry-After carried as `retry_after` by the
     error or one of its causes), or None."""
-    for e in _chain(error):
+    for e in error_chain(error):
         value = getattr(e, "retry_after", None)
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
     return None
 
 
-def _chain(error: BaseException) -> Iterator[BaseException]:
+def error_chain(error: BaseException) -> Iterator[BaseException]:
+    """`error`, then what it wraps (a DBAPI error's `orig`, its cause and context), each once."""
     seen: set[int] = set()
     stack = [error]
     while stack:

@@ -18,11 +18,12 @@ A batch that keeps failing for a permanent reason is applied again message by me
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from pin_chessboard_pipelines.errors import error_line
+from pin_chessboard_pipelines.retry import error_chain
 
 # SQLSTATE classes of a store or schema that is broken for every message alike: 28 authorization,
 # 3D database, 3F schema, 42 undefined table / column / function, privilege, 25 read-only
@@ -55,7 +56,7 @@ class Verdict:
 
 def sqlstate(error: BaseException) -> str | None:
     """The SQLSTATE of the driver's error `error` wraps (SQLAlchemy's `.orig`, causes), if any."""
-    for e in _chain(error):
+    for e in error_chain(error):
         code = getattr(e, "pgcode", None) or getattr(e, "sqlstate", None)
         if isinstance(code, str) and code:
             return code
@@ -97,20 +98,6 @@ def classify_failures(
                 f"({kind}, {len(failures)} of {batch_size} messages failed): {line}",
             )
     return Verdict(tuple(range(len(failures))))
-
-
-def _chain(error: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    stack = [error]
-    while stack:
-        e = stack.pop(0)
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        yield e
-        for nxt in (getattr(e, "orig", None), e.__cause__, e.__context__):
-            if isinstance(nxt, BaseException):
-                stack.append(nxt)
 
 
 def failure_of(message: Any, error: BaseException) -> Failed:

@@ -26,6 +26,7 @@ from pin_chessboard_pipelines.events.dead_letters import replay_dead_letters
 from pin_chessboard_pipelines.talent.simulator.publish import ensure_topics
 from pin_chessboard_pipelines.talent_sync import TalentSync, sync_policy
 from tests.support.polling import wait_until
+from tests.support.replica import refuse_developer
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 
@@ -34,19 +35,7 @@ DEVELOPERS = ENTITIES[0]
 
 def _refuse(engine, poison: str) -> None:
     with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "CREATE FUNCTION chessboard.refuse_one_developer() RETURNS trigger LANGUAGE plpgsql AS $$ "
-                f"BEGIN IF NEW.external_talent_id = '{poison}' THEN RAISE EXCEPTION 'developer {poison} refused'; "
-                "END IF; RETURN NEW; END $$"
-            )
-        )
-        conn.execute(
-            sa.text(
-                "CREATE TRIGGER refuse_one_developer BEFORE INSERT OR UPDATE ON chessboard.developers "
-                "FOR EACH ROW EXECUTE FUNCTION chessboard.refuse_one_developer()"
-            )
-        )
+        refuse_developer(conn, poison)
 
 
 def _listed(broker: str, db_url: str) -> dict:

@@ -23,7 +23,15 @@ from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
 from pin_chessboard_pipelines.talent_sync import SYNC_LOCK_HELD, SyncFailed, TalentSync, sync_policy
 from tests.support.contracts import assert_dead_letter_headers_valid
 from tests.support.polling import wait_until
-from tests.support.talent_kafka import committed_offsets, count, poisoned_objects, produce, reset_group
+from tests.support.replica import refuse_developer
+from tests.support.talent_kafka import (
+    committed_offsets,
+    count,
+    dead_letters,
+    poisoned_objects,
+    produce,
+    reset_group,
+)
 
 # every event written meets its schema (tests/support/contracts.py)
 pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.usefixtures("outbox_contract")]
@@ -169,28 +177,6 @@ def test_one_consumer_at_a_time_and_missing_topics_are_refused(engine, broker):
     reset_group(broker)  # free again
 
 
-def _dead_letters(bootstrap: str) -> list:
-    """Every message of talent-sync's dead-letter topic."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    from pin_chessboard_pipelines.events.dead_letters import dead_letter_topic
-    from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP
-
-    topic = dead_letter_topic(CONSUMER_GROUP)
-    reader = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "test-dlq-reader", "enable.auto.commit": False}
-    )
-    try:
-        reader.assign([TopicPartition(topic, 0, 0)])
-        found = []
-        while (message := reader.poll(3.0)) is not None:
-            if message.error() is None:
-                found.append(message)
-        return found
-    finally:
-        reader.close()
-
-
 def test_a_poison_message_goes_to_the_dead_letter_topic_while_the_messages_after_it_apply(engine, broker):
     """A developer whose write keeps failing (a trigger of the test's own refuses it, not a
     validation error) no longer blocks its partition: after the batch's tries it goes, as it was, to
@@ -208,19 +194,7 @@ def test_a_poison_message_goes_to_the_dead_letter_topic_while_the_messages_after
     items = [{"id": str(uuid.uuid4()), "version": 1, "name": f"ГК Тест {i}"} for i in range(4)]
     poison = items[1]["id"]
     with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "CREATE FUNCTION chessboard.refuse_one_developer() RETURNS trigger LANGUAGE plpgsql AS $$ "
-                f"BEGIN IF NEW.external_talent_id = '{poison}' THEN RAISE EXCEPTION 'developer {poison} refused'; "
-                "END IF; RETURN NEW; END $$"
-            )
-        )
-        conn.execute(
-            sa.text(
-                "CREATE TRIGGER refuse_one_developer BEFORE INSERT OR UPDATE ON chessboard.developers "
-                "FOR EACH ROW EXECUTE FUNCTION chessboard.refuse_one_developer()"
-            )
-        )
+        refuse_developer(conn, poison)
     producer = Producer({"bootstrap.servers": broker})
     for item in items:  # one partition: the poison is the second message, two come after it
         producer.produce(
@@ -241,7 +215,7 @@ def test_a_poison_message_goes_to_the_dead_letter_topic_while_the_messages_after
         )
     assert stored == {item["id"] for item in items} - {poison}
     assert committed_offsets(broker)[(developers.topic, 0)] == len(items)  # past the poison
-    [letter] = _dead_letters(broker)
+    [letter] = dead_letters(broker)
     headers = {name: value.decode() for name, value in letter.headers()}
     assert letter.key() == poison.encode() and json.loads(letter.value()) == items[1]
     assert (

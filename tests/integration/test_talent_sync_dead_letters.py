@@ -14,13 +14,12 @@ from pin_chessboard_pipelines.cli import main
 from pin_chessboard_pipelines.entities import BUILDING, DEVELOPER, PROJECT, PROPERTY_OBJECT
 from pin_chessboard_pipelines.errors import SYNC_PARENT_NOT_FOUND
 from pin_chessboard_pipelines.events import consume
-from pin_chessboard_pipelines.events.dead_letters import dead_letter_topic, replay_dead_letters
+from pin_chessboard_pipelines.events.dead_letters import replay_dead_letters
 from pin_chessboard_pipelines.retry import StopReason
 from pin_chessboard_pipelines.talent.simulator.publish import ensure_topics
-from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP
 from pin_chessboard_pipelines.talent_sync import TalentSync, sync_policy
 from tests.support.metrics import sample_value
-from tests.support.talent_kafka import committed_offsets, count, produce
+from tests.support.talent_kafka import committed_offsets, count, dead_letters, produce
 
 # every event written meets its schema (tests/support/contracts.py)
 pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.usefixtures("outbox_contract")]
@@ -90,23 +89,6 @@ def refuse(engine, table: str, condition: str) -> None:
 def allow(engine, table: str) -> None:
     with engine.begin() as conn:
         conn.execute(sa.text(f"DROP TRIGGER refuse_{table} ON chessboard.{table}"))
-
-
-def dead_letters(bootstrap: str) -> list:
-    from confluent_kafka import Consumer, TopicPartition
-
-    reader = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4()}", "enable.auto.commit": False}
-    )
-    try:
-        reader.assign([TopicPartition(dead_letter_topic(CONSUMER_GROUP), 0, 0)])
-        found = []
-        while (message := reader.poll(3.0)) is not None:
-            if message.error() is None:
-                found.append(message)
-        return found
-    finally:
-        reader.close()
 
 
 def end_offsets(bootstrap: str) -> dict[tuple[str, int], int]:
@@ -249,7 +231,7 @@ def test_a_batch_read_again_after_a_crash_does_not_quarantine_twice(engine, brok
     produce(broker, PROJECT.topic, broken, project(broken, dev))
     produce(broker, PROJECT.topic, invalid, {**project(invalid, dev), "countryId": 999})  # unknown country
     url = engine.url.render_as_string(hide_password=False)
-    counted = sample_value(url, "chessboard_sync_failed_items_total", job="talent-sync")
+    counted = sample_value(url, "chessboard_sync_failed_items_total", consumer="talent-sync")
     real_commit = consume.commit_batch
 
     def crash(*_args, **_kwargs):
@@ -263,4 +245,4 @@ def test_a_batch_read_again_after_a_crash_does_not_quarantine_twice(engine, brok
 
     quarantined = "SELECT count(*) FROM chessboard.talent_import_failed_items WHERE external_id = :id"
     assert count(engine, quarantined, id=invalid) == 1
-    assert sample_value(url, "chessboard_sync_failed_items_total", job="talent-sync") == counted + 1
+    assert sample_value(url, "chessboard_sync_failed_items_total", consumer="talent-sync") == counted + 1

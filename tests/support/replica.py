@@ -200,3 +200,21 @@ def replica_state(engine) -> dict:
         engine, "SELECT project_id, tenant_id FROM chessboard.project_recalc_requests ORDER BY 1"
     )
     return state
+
+
+def refuse_developer(conn, talent_id: str) -> None:
+    """A trigger that makes the store refuse (raise on) every write of the developer `talent_id`:
+    that one message fails on its own, the others of its batch apply."""
+    conn.execute(
+        sa.text(
+            "CREATE FUNCTION chessboard.refuse_one_developer() RETURNS trigger LANGUAGE plpgsql AS $$ "
+            f"BEGIN IF NEW.external_talent_id = '{talent_id}' THEN RAISE EXCEPTION 'developer {talent_id} refused'; "
+            "END IF; RETURN NEW; END $$"
+        )
+    )
+    conn.execute(
+        sa.text(
+            "CREATE TRIGGER refuse_one_developer BEFORE INSERT OR UPDATE ON chessboard.developers "
+            "FOR EACH ROW EXECUTE FUNCTION chessboard.refuse_one_developer()"
+        )
+    )

@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import tempfile
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ import sqlalchemy as sa
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from pin_chessboard_pipelines.entities import ENTITIES
+from pin_chessboard_pipelines.events.dead_letters import dead_letter_topic
 from pin_chessboard_pipelines.events.outbox import HEADER_NAMES
 from pin_chessboard_pipelines.runtime.embedded import BROKER_SCHEMAS, admin_execute, free_port, start_tansu
 from pin_chessboard_pipelines.store.engine import get_engine, with_database
@@ -69,6 +71,22 @@ def produce(bootstrap: str, topic: str, key: str, value: dict[str, Any] | None) 
     producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
     producer.produce(topic, key=key.encode(), value=None if value is None else json.dumps(value).encode())
     assert producer.flush(10) == 0
+
+
+def dead_letters(bootstrap: str) -> list:
+    """Every message of talent-sync's dead-letter topic."""
+    reader = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4()}", "enable.auto.commit": False}
+    )
+    try:
+        reader.assign([TopicPartition(dead_letter_topic(CONSUMER_GROUP), 0, 0)])
+        found = []
+        while (message := reader.poll(3.0)) is not None:
+            if message.error() is None:
+                found.append(message)
+        return found
+    finally:
+        reader.close()
 
 
 def committed_offsets(bootstrap: str, group: str = CONSUMER_GROUP) -> dict[tuple[str, int], int]:
