@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from pin_chessboard_pipelines.kafka_env import redact_kafka_secrets
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_REFUSED = 2
@@ -83,8 +85,6 @@ def error_line(error: BaseException, limit: int | None = 1024) -> str:
     orig = getattr(error, "orig", None)
     if isinstance(orig, BaseException):
         error = orig
-    from pin_chessboard_pipelines.settings import redact_kafka_secrets  # settings imports this module
-
     lines = [line for line in str(error).splitlines() if line.strip()]
     text = mask_url_passwords(f"{type(error).__name__}: {lines[0].strip() if lines else ''}".strip())
     text = redact_kafka_secrets(text)

@@ -19,8 +19,9 @@ from pin_chessboard_pipelines.errors import (
     IMPORT_SOURCE_UNAVAILABLE,
     KAFKA_REFUSED,
 )
+from pin_chessboard_pipelines.kafka_env import redact_kafka_secrets
 from pin_chessboard_pipelines.runtime.services import prepare_dagster_home
-from pin_chessboard_pipelines.settings import Settings, load_settings, redact_kafka_secrets
+from pin_chessboard_pipelines.settings import Settings, load_settings
 
 # A job's failure that is a refusal (README.md#commands: exit 2)
 REFUSALS = (IMPORT_LOCK_HELD, IMPORT_DISABLED, IMPORT_SOURCE_UNAVAILABLE, KAFKA_REFUSED)

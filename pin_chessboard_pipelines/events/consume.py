@@ -4,7 +4,6 @@ of their topics, the lag of their group, and the offsets of a poll batch.
 - `check_partitions`: every partition of `topics`, or a refusal (CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE)
   when the broker does not answer or a topic is missing.
 - `group_lag`: messages after a consumer group's committed offsets.
-- `group_consumer`: the consumer of a group that commits its offsets itself.
 - `poll_batch` / `rewind` / `commit_batch`: one poll batch, read again from its first offsets, or
   committed after its transaction (a failed commit only means the batch comes again).
 - `partition_lag`: messages after the consumer's position (else its committed offset) per partition.
@@ -37,7 +36,7 @@ from sqlalchemy.engine import Engine
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, SYNC_LOCK_HELD, Refused, error_line
 from pin_chessboard_pipelines.events.dead_letters import DeadLetterWriter, dead_letter_topic
 from pin_chessboard_pipelines.events.failures import classify_failures, failure_of
-from pin_chessboard_pipelines.events.kafka_client import client_config, list_topics
+from pin_chessboard_pipelines.events.kafka_client import client_config, group_consumer, list_topics
 from pin_chessboard_pipelines.events.relay import OutboxRelay
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.observability.logs import log_event
@@ -106,24 +105,6 @@ def group_lag(
         low, end = ends[(tp.topic, tp.partition)]
         lag += max(0, end - max(low, tp.offset))
     return lag
-
-
-def group_consumer(bootstrap_servers: str, group_id: str, client_id: str) -> Consumer:
-    """A consumer of `group_id` that commits only what the caller commits (earliest offset where
-    the group has none); the caller assigns its partitions."""
-    return Consumer(
-        client_config(
-            bootstrap_servers,
-            {
-                "group.id": group_id,
-                "client.id": client_id,
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "session.timeout.ms": 6000,
-                "fetch.wait.max.ms": 100,
-            },
-        )
-    )
 
 
 def poll_batch(consumer: Consumer, size: int, timeout: float, error_event: str) -> list[Any]:

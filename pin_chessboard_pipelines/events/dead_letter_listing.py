@@ -35,6 +35,7 @@ from pin_chessboard_pipelines.events.dead_letters import (
     read_dead_letter,
     replay_group,
 )
+from pin_chessboard_pipelines.events.kafka_client import group_consumer
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer, topic_partitions
 from pin_chessboard_pipelines.observability.logs import log_event
 
@@ -229,7 +230,6 @@ def _positions(
     finally:
         probe.close()
     # the replay group's offsets, fetched without joining it (no subscribe, no assign, no commit)
-    from pin_chessboard_pipelines.events.consume import group_consumer
 
     fetcher = group_consumer(bootstrap_servers, replay_group(group), f"pin-chessboard-{consumer}-dlq-list")
     try:

@@ -21,7 +21,7 @@ from confluent_kafka import OFFSET_STORED, KafkaException, Producer, TopicPartit
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused, error_line
-from pin_chessboard_pipelines.events.kafka_client import client_config
+from pin_chessboard_pipelines.events.kafka_client import client_config, group_consumer
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, ensure_topics, probe_consumer
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.store.lock import AdvisoryLock, SessionLock
@@ -222,7 +222,6 @@ def replay_dead_letters(
     topic had when this started, applied again through the consumer's apply path, one transaction
     each; one that fails again is written again at the end, its offset committed either way. One
     replay at a time (an advisory lock of its own; refused with CHESSBOARD_SYNC_LOCK_HELD)."""
-    from pin_chessboard_pipelines.events.consume import group_consumer
 
     topic = dead_letter_topic(applier.group_id)
     result = ReplayResult()

@@ -14,10 +14,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from pin_chessboard_pipelines.errors import KafkaRefused
-from pin_chessboard_pipelines.settings import kafka_properties, redact_secrets
+from pin_chessboard_pipelines.kafka_env import redact_secrets
+from pin_chessboard_pipelines.settings import kafka_properties
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,24 @@ def client_config(bootstrap_servers: str, overrides: Mapping[str, Any] | None = 
         **(overrides or {}),
         "error_cb": on_client_error,
     }
+
+
+def group_consumer(bootstrap_servers: str, group_id: str, client_id: str) -> Consumer:
+    """A consumer of `group_id` that commits only what the caller commits (earliest offset where
+    the group has none); the caller assigns its partitions."""
+    return Consumer(
+        client_config(
+            bootstrap_servers,
+            {
+                "group.id": group_id,
+                "client.id": client_id,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+                "fetch.wait.max.ms": 100,
+            },
+        )
+    )
 
 
 def on_client_error(error: KafkaError) -> None:

@@ -13,15 +13,17 @@ from confluent_kafka import KafkaError
 from pin_chessboard_pipelines.errors import KafkaRefused, error_line
 from pin_chessboard_pipelines.events.kafka_client import client_config, on_client_error
 from pin_chessboard_pipelines.events.topics_admin import new_topic
+from pin_chessboard_pipelines.kafka_env import (
+    is_secret_property,
+    kafka_env_name,
+    kafka_property_name,
+    redact_secrets,
+)
 from pin_chessboard_pipelines.settings import (
     ConfigError,
     TopicReplication,
-    is_secret_property,
-    kafka_env_name,
     kafka_properties,
-    kafka_property_name,
     load_settings,
-    redact_secrets,
     topic_replication,
 )
 
