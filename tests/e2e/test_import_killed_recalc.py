@@ -32,6 +32,18 @@ SPEC = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=4
 DEBOUNCE, CAP = 600.0, 20.0  # a debounce longer than the test: only the cap makes them due
 DRAINED_WITHIN = 240.0  # after the SIGKILL
 
+# the CLI import of the test: small pages, one worker, so it is still running when killed
+IMPORT = [
+    sys.executable,
+    "-m",
+    "pin_chessboard_pipelines.cli",
+    "import",
+    "--page-size",
+    "5",
+    "--workers",
+    "1",
+]
+
 
 def _scalar(engine, sql: str):
     with engine.connect() as conn:
@@ -55,16 +67,7 @@ def test_a_killed_cli_imports_held_requests_are_drained_within_4_minutes_and_the
         CHESSBOARD_RECALC_CAP_SECONDS=str(CAP),
     )
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pin_chessboard_pipelines.cli",
-            "import",
-            "--page-size",
-            "5",
-            "--workers",
-            "1",
-        ],
+        IMPORT,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -137,16 +140,7 @@ def test_a_killed_cli_imports_held_requests_are_drained_within_4_minutes_and_the
 
     # and the same import, run again, resumes and completes it
     resumed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pin_chessboard_pipelines.cli",
-            "import",
-            "--page-size",
-            "5",
-            "--workers",
-            "1",
-        ],
+        IMPORT,
         env=env,
         capture_output=True,
         text=True,

@@ -23,9 +23,8 @@ import pytest
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.events.consumer import read_events
-from pin_chessboard_pipelines.events.outbox import OutboxEvent, write_outbox
+from pin_chessboard_pipelines.events.outbox import OutboxEvent, pending_summary, write_outbox
 from pin_chessboard_pipelines.events.payloads import DEVELOPER_UPSERTED, topic_of
-from pin_chessboard_pipelines.store.tables import outbox_messages
 from tests.support.kafka_tls import TlsFiles, make_tls_files, tls_broker
 
 PASSWORD = "Pw-Zq7xK-never-printed-0C0FFEE"  # distinctive: found if it leaks anywhere
@@ -56,15 +55,6 @@ def _write(engine, n: int) -> set[str]:
     with engine.begin() as conn:
         write_outbox(conn, events)
     return {str(e.message_id) for e in events}
-
-
-def _pending(engine) -> int:
-    with engine.connect() as conn:
-        return conn.execute(
-            sa.select(sa.func.count())
-            .select_from(outbox_messages)
-            .where(outbox_messages.c.published_at.is_(None))
-        ).scalar_one()
 
 
 def _cli(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess, float]:
@@ -101,7 +91,7 @@ def test_relay_and_reference_consumer_work_over_tls(cli_env, engine, tls, tls_bo
     result, _ = _cli(env, "outbox", "relay", "--until-empty", "--time-budget", BUDGET)
 
     assert result.returncode == 0, result.stdout + result.stderr
-    assert _pending(engine) == 0
+    assert pending_summary(engine)["backlog"] == 0
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     events = read_events(
@@ -138,7 +128,7 @@ def test_a_ca_that_did_not_sign_the_broker_is_one_line_and_exit_2(cli_env, engin
     assert line.startswith("CHESSBOARD_KAFKA_REFUSED: "), result.stderr
     assert "certificate verify failed" in line
     assert seconds < 90, f"{seconds:.0f} s: the refusal waited for the time budget"
-    assert _pending(engine) == 1
+    assert pending_summary(engine)["backlog"] == 1
 
     published, seconds = _cli(_ssl(tls_bootstrap, tls.other_ca), "talent-sim", "publish", "--dataset", "tiny")
     assert _refused(published).startswith("CHESSBOARD_KAFKA_REFUSED: ")
@@ -170,7 +160,7 @@ def test_a_refused_sasl_login_is_one_line_exit_2_and_the_password_is_never_shown
         path for path in cli_env.rglob("*") if path.is_file() and PASSWORD.encode() in path.read_bytes()
     ]
     assert stored == [], "the password is in the Dagster instance's storage"
-    assert _pending(engine) == 1
+    assert pending_summary(engine)["backlog"] == 1
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from pin_chessboard_pipelines.defs.outbox.definitions import (
 )
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.events.consumer import read_events
-from pin_chessboard_pipelines.events.outbox import OutboxEvent, write_outbox
+from pin_chessboard_pipelines.events.outbox import OutboxEvent, pending_summary, write_outbox
 from pin_chessboard_pipelines.events.payloads import DEVELOPER_UPSERTED
 from pin_chessboard_pipelines.runtime.embedded import free_port
 from pin_chessboard_pipelines.store.tables import outbox_messages
@@ -44,15 +44,6 @@ def _write(engine, n: int = 3, age_seconds: float = 0.0) -> list[OutboxEvent]:
     with engine.begin() as conn:
         write_outbox(conn, events)
     return events
-
-
-def _pending(engine) -> int:
-    with engine.connect() as conn:
-        return conn.execute(
-            sa.select(sa.func.count())
-            .select_from(outbox_messages)
-            .where(outbox_messages.c.published_at.is_(None))
-        ).scalar_one()
 
 
 def _run(db_url: str, instance: dg.DagsterInstance, **config) -> dg.ExecuteInProcessResult:
@@ -118,7 +109,7 @@ def test_relay_job_fails_when_the_broker_is_down_and_keeps_the_rows(db_url, engi
     assert not result.success
     (failure,) = [e for e in result.events_for_node(OP_NAME) if e.is_step_failure]
     assert "did not acknowledge 2 pending row(s)" in failure.step_failure_data.user_failure_data.description
-    assert _pending(engine) == 2
+    assert pending_summary(engine)["backlog"] == 2
 
 
 def _sensor(db_url: str, instance: dg.DagsterInstance):
@@ -180,7 +171,7 @@ def test_outbox_relay_command_runs_the_job_in_the_dagster_instance(cli_env, engi
     assert main(["outbox", "relay", "--until-empty"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["status"] == "Completed" and summary["published"] == 5 and summary["backlog"] == 0
-    assert _pending(engine) == 0
+    assert pending_summary(engine)["backlog"] == 0
     with dg.DagsterInstance.get() as instance:
         (run,) = instance.get_runs(filters=dg.RunsFilter(job_name=JOB_NAME))
         # launched with the code location's origin and the job's snapshot: under its job in the UI
