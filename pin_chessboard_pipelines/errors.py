@@ -1,9 +1,15 @@
-"""Errors that end a command with one line and an exit code (README.md#commands), every
-error code, and the one way to turn an exception into one line."""
+"""The project's errors, every error code, and the one way to turn an exception into one line.
+
+One hierarchy: every error the package raises is a `PipelineError`, whose docstring is its
+message when none is given. `ChessboardError` and its subclasses end a command with one line and
+an exit code (README.md#commands); the others are caught where they are raised for (a Talent
+answer that keeps failing, a batch that keeps failing, a delivery the broker did not take) and
+classified by their type (retry.py)."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pin_chessboard_pipelines.kafka_env import redact_kafka_secrets
 
@@ -12,13 +18,20 @@ EXIT_FAILED = 1
 EXIT_REFUSED = 2
 
 
-class ChessboardError(Exception):
+class PipelineError(Exception):
+    """The base of every error of the package."""
+
+    def __init__(self, message: str | None = None, *args: object) -> None:
+        super().__init__(message if message is not None else (self.__doc__ or "").strip(), *args)
+
+
+class ChessboardError(PipelineError):
     """An error an operator reads: `CODE: message` on one line, then exit `exit_code`."""
 
     code: str | None = None
     exit_code: int = EXIT_REFUSED
 
-    def __init__(self, message: str, code: str | None = None) -> None:
+    def __init__(self, message: str | None = None, code: str | None = None) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
@@ -68,6 +81,138 @@ SYNC_LOCK_HELD = "CHESSBOARD_SYNC_LOCK_HELD"  # another talent-sync consumer run
 # The analytics gate: the recalc audit reports drift (a divergence without a pending recalc row).
 AGGREGATES_DRIFT = "CHESSBOARD_AGGREGATES_DRIFT"
 KAFKA_REFUSED = KafkaRefused.code
+
+# -- the import ------------------------------------------------------------------------------
+
+
+class StageFailed(ChessboardError):
+    """A stage gave up after bounded retries: the run is Failed and can be resumed."""
+
+    exit_code = EXIT_FAILED
+
+
+class RunEnded(ChessboardError):
+    """The import run was ended by another step of the same Dagster run (Failed or Cancelled)."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, status: str, error: str | None) -> None:
+        super().__init__(f"the import run is {status}: {error or 'no error recorded'}")
+        self.status = status
+
+
+class RunAlive(PipelineError):
+    """Another import run is Running and its run worker (or, without one, one of its processes)
+    renewed its heartbeat lately."""
+
+    def __init__(self, run: Any) -> None:  # the run's row (a RowMapping)
+        super().__init__(f"import run {run['id']} (correlation id {run['correlation_id']}) is running")
+        self.run = run
+
+
+# -- Talent's API --------------------------------------------------------------------------------
+
+
+class TalentSourceError(PipelineError):
+    """Talent could not answer what was asked."""
+
+
+class TalentSourceUnavailable(TalentSourceError):
+    """GET /health did not answer 200."""
+
+
+class TalentTransientError(TalentSourceError):
+    """A request kept failing transiently until the attempts ran out."""
+
+    def __init__(
+        self, message: str, status: int | None = None, attempts: int = 0, *, timed_out: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+        self.timed_out = timed_out  # the last attempt timed out (else: 5xx, 429, a malformed body)
+
+
+class TalentPermanentError(TalentSourceError):
+    """A 4xx other than 429: asking again will not help."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class TalentCancelled(TalentSourceError):
+    """should_stop() asked to give up while waiting to retry."""
+
+
+class TalentMalformedAnswer(TalentSourceError):
+    """An answer that is not the JSON the contract describes."""
+
+
+class TalentTooSlow(TalentSourceError):
+    """The answer was not complete by the attempt's deadline."""
+
+
+class SnapshotInvalid(PipelineError):
+    """A Talent snapshot that breaks a validation rule (talent-source.md): quarantined by its code."""
+
+    def __init__(self, message: str, code: str = SYNC_VALIDATION_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# -- the consumers and the relay -----------------------------------------------------------------
+
+
+class SyncFailed(PipelineError):
+    """A talent-sync batch kept failing to apply: the run stops, its offsets stay where they were."""
+
+
+class HandbookSyncFailed(PipelineError):
+    """A handbook-sync batch kept failing: the run stops, offsets and pending republishes stay
+    where they were."""
+
+
+class DeadLetterDeliveryFailed(PipelineError):
+    """A dead letter the broker did not take: the consumer stops, its offsets stay."""
+
+
+class OutboxDeliveryFailed(PipelineError):
+    """Deliveries of a relay batch failed (the broker is down or slow): worth another attempt."""
+
+    retry_reason = "broker-unavailable"
+
+
+class RetryStopped(PipelineError):
+    """The Stopper said stop while waiting for a retry."""
+
+
+# -- the inventory and the simulator -------------------------------------------------------------
+
+
+class PastDayRefused(PipelineError):
+    """A past day with no rows recorded on it: the replica holds only the current state."""
+
+
+class DatasetError(PipelineError, ValueError):
+    """An invalid dataset spec or query; the message is one line for the operator or the HTTP body."""
+
+
+class UnknownCollection(DatasetError):
+    """A collection the simulator does not serve."""
+
+
+class InvalidQuery(DatasetError):
+    """A query parameter the simulator cannot read."""
+
+
+class SimulatorAnswer(PipelineError):
+    """An error answer of the simulator's HTTP server: its status and one line."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
 
 # `scheme://user:password@`: the password part of any URL in a message.
 _URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^\s/]+@")

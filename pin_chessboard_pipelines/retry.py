@@ -26,7 +26,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pin_chessboard_pipelines.errors import Refused, error_line
+import requests
+import sqlalchemy.exc
+import urllib3.exceptions
+
+from pin_chessboard_pipelines.errors import (
+    Refused,
+    RetryStopped,
+    TalentTooSlow,
+    TalentTransientError,
+    error_line,
+)
 from pin_chessboard_pipelines.observability.logs import log_event
 
 log = logging.getLogger(__name__)
@@ -74,6 +84,16 @@ _RESTARTING = (
     "the database system is shutting down",
     "the database system is in recovery mode",
     "the database system is not yet accepting connections",
+)
+# Errors of a request or a connection that took too long, and of a connection that broke.
+_TIMEOUTS = (TimeoutError, requests.exceptions.Timeout, TalentTooSlow)
+_CONNECTION_LOST_TYPES = (
+    ConnectionError,
+    socket.gaierror,
+    requests.exceptions.ConnectionError,
+    requests.exceptions.ChunkedEncodingError,
+    sqlalchemy.exc.DisconnectionError,
+    urllib3.exceptions.ProtocolError,
 )
 # Connection failures that the same attempt again will meet again.
 _PERMANENT_CONNECT = (
@@ -163,17 +183,12 @@ def transient_reason(error: BaseException) -> str | None:
             return reason or None
         if getattr(e, "connection_invalidated", False):
             return "connection-lost"
-        if _is_timeout(e):
+        if isinstance(e, _TIMEOUTS):
             return "timeout"
-        if isinstance(e, ConnectionError | socket.gaierror):
+        if isinstance(e, _CONNECTION_LOST_TYPES):
             return "connection-lost"
-        name = type(e).__name__
-        if name in ("ConnectTimeout", "ReadTimeout", "Timeout", "TalentTimeout"):
-            return "timeout"
-        if name in ("ConnectionError", "ChunkedEncodingError", "DisconnectionError", "ProtocolError"):
-            return "connection-lost"
-        if name == "TalentTransientError":  # the client's own retries ran out on a transient answer
-            return "timeout" if "timed out" in str(e) else "source-error"
+        if isinstance(e, TalentTransientError):  # the client's own retries ran out on a transient answer
+            return "timeout" if e.timed_out else "source-error"
     return None
 
 
@@ -209,10 +224,6 @@ def _http_status(error: BaseException) -> int | None:
             if isinstance(value, int) and 100 <= value <= 599:
                 return value
     return None
-
-
-def _is_timeout(error: BaseException) -> bool:
-    return isinstance(error, TimeoutError) or type(error).__name__.endswith("Timeout")
 
 
 def _by_message(error: BaseException) -> str | None:
@@ -416,10 +427,6 @@ def wait_after_failure(
     return decision
 
 
-class RetryStopped(Exception):
-    """The Stopper said stop while waiting for a retry."""
-
-
 class Retrier:
     """Runs an operation again after failures, as `policy` decides, sleeping through `stopper`
     and logging every wait; gives up by raising the last error (or RetryStopped when stopped
@@ -453,7 +460,7 @@ class Retrier:
         while True:
             try:
                 return operation()
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - the policy decides, whatever its type
                 decision = streak.decide(error)
                 if decision.wait is None:
                     raise

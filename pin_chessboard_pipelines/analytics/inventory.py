@@ -17,6 +17,8 @@ from enum import StrEnum
 import numpy as np
 import pandas as pd
 
+from pin_chessboard_pipelines.errors import PastDayRefused
+
 FREE, RESERVED, BOOKED, SOLD, HIDDEN = "Free", "Reserved", "Booked", "Sold", "Hidden"
 STATUSES = (FREE, RESERVED, BOOKED, SOLD, HIDDEN)
 
@@ -279,10 +281,6 @@ LIVE_GRACE = timedelta(hours=1)
 class DaySource(StrEnum):
     REPLICA = "replica"  # the replica now: the day is today (or a late tick's first rows of it)
     HISTORY = "history"  # the rows recorded on that day, kept as they are
-
-
-class PastDayRefused(Exception):
-    """A past day with no rows recorded on it: the replica holds only the current state."""
 
 
 def day_end(day: date) -> datetime:

@@ -110,7 +110,7 @@ def _error_of(settings: Settings, result: TalentInitialImportResult) -> str:
     try:
         with get_engine(database_url(settings)).connect() as conn:
             row = runs.get_run(conn, uuid.UUID(result.run_id))
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - the store may be down: the line says so instead
         return f"(the run's error could not be read: {error_line(error)})"
     recorded = row["error"] if row is not None else None
     return str(recorded or "no error recorded")
@@ -228,7 +228,7 @@ def run_import_command(
         session.end(RunStatus.CANCELLED, "interrupted")
         session.close()
         raise
-    except Exception as error:  # before or around the Dagster run: the cause is the run's error
+    except Exception as error:  # noqa: BLE001 - before or around the Dagster run: the cause is the run's error
         cause = error_line(error)
         log_event(log, logging.ERROR, "import-failed", RunId=session.run_id, Error=repr(cause))
     # The last stage's barrier completes the run; an import that stopped before ends here.
@@ -254,7 +254,7 @@ def _cancelled(instance, run_id: str) -> bool:
         return False
     try:
         dagster_run = instance.get_run_by_id(run_id)
-    except Exception:  # Dagster's storage unreachable: the run did not end by a cancel we can see
+    except Exception:  # noqa: BLE001 - Dagster's storage unreachable: the run did not end by a cancel we can see
         return False
     return dagster_run is not None and dagster_run.status == dg.DagsterRunStatus.CANCELED
 

@@ -8,7 +8,7 @@ import json
 import sys
 from urllib.parse import urlsplit
 
-from pin_chessboard_pipelines.errors import EXIT_OK, ConfigError
+from pin_chessboard_pipelines.errors import EXIT_OK, ConfigError, DatasetError
 from pin_chessboard_pipelines.runtime.embedded import demo_module
 from pin_chessboard_pipelines.settings import DEFAULT_TALENT_API_URL, load_settings
 
@@ -80,7 +80,7 @@ def dataset_spec(args: argparse.Namespace):
     dataset = _simulator("dataset")
     try:
         return dataset.DatasetSpec.preset(args.dataset).with_overrides(args.overrides)
-    except dataset.DatasetError as e:
+    except DatasetError as e:
         raise ConfigError(f"talent-sim: {e}") from None
 
 

@@ -28,6 +28,6 @@ def ensure_pools(instance: dg.DagsterInstance) -> None:
             continue
         try:
             storage.initialize_concurrency_limit_to_default(pool)
-        except Exception:
+        except Exception:  # noqa: BLE001 - Dagster raises no type of its own for a pool set already
             if pool not in storage.get_concurrency_keys():  # not another process setting it first
                 raise

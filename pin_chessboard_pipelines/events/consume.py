@@ -453,7 +453,7 @@ class BatchConsumer(ABC, Generic[R]):
                     break
                 except Refused:
                     raise
-                except Exception as error:
+                except Exception as error:  # noqa: BLE001 - a message's own failure is dead-lettered, any type
                     if transient_reason(error) is None:  # its own failure: the batch's tries were its
                         failures.append((message, error))
                         break
@@ -480,7 +480,7 @@ class BatchConsumer(ABC, Generic[R]):
         assert self._dead_letters is not None
         try:
             self._dead_letters.send(message, error, attempts)
-        except Exception as failure:  # nothing is skipped that is not in the dead-letter topic
+        except Exception as failure:  # noqa: BLE001 - nothing is skipped that is not in the dead-letter topic
             raise self.failed(
                 f"a poison message could not be dead-lettered: {error_line(failure)}"
             ) from error

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from confluent_kafka import OFFSET_STORED, KafkaException, Producer, TopicPartition
 from sqlalchemy.engine import Engine
 
-from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused, error_line
+from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, DeadLetterDeliveryFailed, Refused, error_line
 from pin_chessboard_pipelines.events.kafka_client import client_config, group_consumer
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, ensure_topics, probe_consumer
 from pin_chessboard_pipelines.observability.logs import log_event
@@ -130,10 +130,6 @@ def read_dead_letter(
     )
 
 
-class DeliveryFailed(Exception):
-    """A dead letter the broker did not take: the consumer stops, its offsets stay."""
-
-
 class DeadLetterWriter:
     """Writes a consumer's dead letters (the topic created on first use), each flushed before the
     consumer commits past it."""
@@ -166,7 +162,7 @@ class DeadLetterWriter:
         )
         left = self._producer.flush(self.timeout)
         if left or failures:
-            raise DeliveryFailed(
+            raise DeadLetterDeliveryFailed(
                 f"the dead letter of {message.topic()}[{message.partition()}]@{message.offset()} was not "
                 f"written to {self.topic}: {failures[0] if failures else 'no answer'}"
             )
@@ -282,7 +278,7 @@ def _replay_until(
             log_event(log, logging.INFO, "dead-letter-replayed", Consumer=applier.name, **_fields(letter))
         except Refused:
             raise
-        except Exception as error:  # still failing: to the end of the topic, with the new error
+        except Exception as error:  # noqa: BLE001 - still failing: to the end of the topic, with the new error
             writer.send(letter, error, letter.attempts + 1)
             result.failed_again += 1
             result.errors.append({**_origin(letter), "error": error_line(error)})
@@ -333,7 +329,7 @@ def _fields(letter: DeadLetter) -> dict[str, Any]:
 __all__: Sequence[str] = [
     "DeadLetter",
     "DeadLetterWriter",
-    "DeliveryFailed",
+    "DeadLetterDeliveryFailed",
     "ReplayResult",
     "dead_letter_headers",
     "dead_letter_topic",

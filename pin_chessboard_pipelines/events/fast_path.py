@@ -58,6 +58,6 @@ def relay_after_commit(
         return None
     try:
         return relay_pending(engine, bootstrap_servers, message_timeout_ms=message_timeout_ms)
-    except Exception as error:  # the rows stay pending: the sweep retries them
+    except Exception as error:  # noqa: BLE001 - the rows stay pending: the sweep retries them
         log_event(log, logging.WARNING, "outbox_fast_path_failed", Error=repr(error_line(error)))
         return None

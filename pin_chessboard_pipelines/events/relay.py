@@ -45,7 +45,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from opentelemetry.trace import SpanKind
 from sqlalchemy.engine import Connection, Engine
 
-from pin_chessboard_pipelines.errors import error_line
+from pin_chessboard_pipelines.errors import OutboxDeliveryFailed, error_line
 from pin_chessboard_pipelines.events.messages import (
     DEFAULT_MESSAGE_TIMEOUT_MS,
     ID,
@@ -85,12 +85,6 @@ def relay_policy(retry_seconds: float = 600.0) -> FailurePolicy:
 
 
 RELAY_POLICY = relay_policy()
-
-
-class DeliveryFailed(Exception):
-    """Deliveries of a batch failed (the broker is down or slow): worth another attempt."""
-
-    retry_reason = "broker-unavailable"
 
 
 class OutboxRelay:
@@ -152,7 +146,7 @@ class OutboxRelay:
             try:
                 self._session(call, wait_for_lock or until_empty)
                 break
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - _wait_for_store re-raises what is not transient
                 if not self._wait_for_store(call, error):
                     raise
         call.result.seconds = time.monotonic() - started
@@ -231,7 +225,7 @@ class OutboxRelay:
             outcome = self._pass(conn, upto, call)
             if outcome == "failed":
                 self.failed_attempts_total += 1  # counted once the pass's acknowledged rows are marked
-                decision = call.streak.decide(DeliveryFailed(result.last_error))
+                decision = call.streak.decide(OutboxDeliveryFailed(result.last_error))
                 if not self._pause(call, decision, result.last_error):
                     result.failed = True
                     result.stopped_early = call.deadline is not None

@@ -3,7 +3,6 @@ projects of a renamed region or city (consumer.py; docs/store.md#handbook-sync).
 
 from pin_chessboard_pipelines.handbook_sync.consumer import (
     HandbookSync,
-    HandbookSyncFailed,
     HandbookSyncResult,
     check_handbook_topics,
     handbook_group_lag,
@@ -13,7 +12,6 @@ from pin_chessboard_pipelines.handbook_sync.consumer import (
 
 __all__ = [
     "HandbookSync",
-    "HandbookSyncFailed",
     "HandbookSyncResult",
     "check_handbook_topics",
     "handbook_group_lag",

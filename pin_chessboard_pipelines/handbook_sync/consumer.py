@@ -25,7 +25,7 @@ from typing import Any, Unpack
 from confluent_kafka import Consumer
 from sqlalchemy.engine import Engine
 
-from pin_chessboard_pipelines.errors import SYNC_VALIDATION_FAILED, error_line
+from pin_chessboard_pipelines.errors import SYNC_VALIDATION_FAILED, HandbookSyncFailed, error_line
 from pin_chessboard_pipelines.events.consume import (
     BatchConsumer,
     ConsumerEvents,
@@ -86,10 +86,6 @@ class HandbookSyncResult:
 
     def as_dict(self) -> dict[str, Any]:
         return counters(self)
-
-
-class HandbookSyncFailed(Exception):
-    """A batch kept failing: the run stops, offsets and pending republishes stay where they were."""
 
 
 class HandbookSync(BatchConsumer[HandbookSyncResult]):

@@ -66,7 +66,7 @@ def process_batch(
                 started(len(claimed))
             changed = queue.recompute_batch(conn, [project_id for project_id, _ in claimed])
             by_project = _write_events(conn, claimed, changed, handbook, ctx)
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - one project's failure of any type: redo one by one
         if not claimed or conn.invalidated:
             raise
         return _one_by_one(conn, claimed, error, ctx, should_stop)

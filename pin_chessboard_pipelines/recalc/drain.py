@@ -22,7 +22,7 @@ from uuid import UUID
 
 from sqlalchemy.engine import Engine
 
-from pin_chessboard_pipelines.errors import error_line
+from pin_chessboard_pipelines.errors import RetryStopped, error_line
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.recalc import queue
@@ -35,14 +35,7 @@ from pin_chessboard_pipelines.recalc.project import (
     Result,
     process_project,
 )
-from pin_chessboard_pipelines.retry import (
-    FailurePolicy,
-    Retrier,
-    RetryStopped,
-    Stopper,
-    StopReason,
-    transient_reason,
-)
+from pin_chessboard_pipelines.retry import FailurePolicy, Retrier, Stopper, StopReason, transient_reason
 from pin_chessboard_pipelines.store.handbook_replica import HandbookCache
 
 __all__ = ["REPUBLISHED", "DrainResult", "drain", "drain_until", "store_policy"]

@@ -28,6 +28,14 @@ import requests
 from urllib3 import exceptions as urllib3_exceptions
 
 from pin_chessboard_pipelines.entities import BY_COLLECTION
+from pin_chessboard_pipelines.errors import (
+    TalentCancelled,
+    TalentMalformedAnswer,
+    TalentPermanentError,
+    TalentSourceUnavailable,
+    TalentTooSlow,
+    TalentTransientError,
+)
 from pin_chessboard_pipelines.observability.logs import log_event
 
 log = logging.getLogger(__name__)
@@ -38,43 +46,10 @@ MAX_BY_IDS = 500  # ids per by-ids request
 Item = dict[str, Any]
 
 
-class TalentSourceError(Exception):
-    """Talent could not answer what was asked."""
-
-
-class TalentSourceUnavailable(TalentSourceError):
-    """GET /health did not answer 200."""
-
-
-class TalentTransientError(TalentSourceError):
-    """A request kept failing transiently until the attempts ran out."""
-
-    def __init__(self, message: str, status: int | None = None, attempts: int = 0) -> None:
-        super().__init__(message)
-        self.status = status
-        self.attempts = attempts
-
-
-class TalentPermanentError(TalentSourceError):
-    """A 4xx other than 429: asking again will not help."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class TalentCancelled(TalentSourceError):
-    """should_stop() asked to give up while waiting to retry."""
-
-
 @dataclass(frozen=True)
 class TalentPage:
     items: list[Item]
     next_cursor: str | None  # None = last page
-
-
-class _Malformed(Exception):
-    pass
 
 
 class TalentApiClient:
@@ -168,11 +143,12 @@ class TalentApiClient:
             self._check_stop()
             retry_after: float | None = None
             status: int | None = None
+            timed_out = False
             deadline = time.monotonic() + self.timeout
             try:
                 response = self._session.get(url, params=params, timeout=self.timeout, stream=True)
             except requests.Timeout:
-                reason = "failed: timed out"
+                reason, timed_out = "failed: timed out", True
             except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as e:
                 reason = f"failed: {_describe(e)}"
             else:
@@ -181,10 +157,11 @@ class TalentApiClient:
                     if status == 200:
                         try:
                             return _payload(_read_within(response, deadline), listing)
-                        except _Malformed:
+                        except TalentMalformedAnswer:
                             reason = "answered a malformed body"
-                        except _TooSlow:
+                        except TalentTooSlow:
                             reason = f"failed: timed out (no complete answer within {self.timeout:g} s)"
+                            timed_out = True
                         except (requests.RequestException, urllib3_exceptions.HTTPError, OSError) as e:
                             reason = f"failed: {_describe(e)}"
                     elif status == 429 or status >= 500:
@@ -193,7 +170,9 @@ class TalentApiClient:
                     else:
                         raise TalentPermanentError(f"GET {path} answered {status}", status)
             if attempt == self.max_attempts:
-                raise TalentTransientError(f"GET {path} {reason} ({attempt} attempts)", status, attempt)
+                raise TalentTransientError(
+                    f"GET {path} {reason} ({attempt} attempts)", status, attempt, timed_out=timed_out
+                )
             delay = self._delay(attempt, retry_after)
             # every wait says what it waits for (no silent retries)
             log_event(
@@ -229,15 +208,11 @@ class TalentApiClient:
             seconds -= step
 
 
-class _TooSlow(Exception):
-    """The answer was not complete by the attempt's deadline."""
-
-
 READ_CHUNK = 65536
 
 
 def _read_within(response: requests.Response, deadline: float) -> bytes:
-    """The body, complete before `deadline` (time.monotonic) or _TooSlow: every read waits at most
+    """The body, complete before `deadline` (time.monotonic) or TalentTooSlow: every read waits at most
     for what is left of it (one recv per read, so a trickle cannot stretch a read)."""
     raw = response.raw
     sock = _socket_of(raw)
@@ -245,13 +220,13 @@ def _read_within(response: requests.Response, deadline: float) -> bytes:
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise _TooSlow()
+            raise TalentTooSlow()
         if sock is not None:
             sock.settimeout(remaining)
         try:
             chunk = raw.read1(READ_CHUNK, decode_content=True)
         except (urllib3_exceptions.ReadTimeoutError, TimeoutError):
-            raise _TooSlow() from None
+            raise TalentTooSlow() from None
         if not chunk:
             if (
                 raw.closed
@@ -275,13 +250,13 @@ def _payload(content: bytes, listing: bool) -> dict[str, Any]:
     try:
         payload = json.loads(content, parse_float=Decimal)  # decimals keep their digits
     except ValueError:
-        raise _Malformed() from None
+        raise TalentMalformedAnswer() from None
     if not isinstance(payload, dict) or not isinstance(payload.get("items"), list):
-        raise _Malformed()
+        raise TalentMalformedAnswer()
     if not all(isinstance(i, dict) for i in payload["items"]):
-        raise _Malformed()
+        raise TalentMalformedAnswer()
     if listing and ("nextCursor" not in payload or not isinstance(payload["nextCursor"], str | None)):
-        raise _Malformed()
+        raise TalentMalformedAnswer()
     return payload
 
 

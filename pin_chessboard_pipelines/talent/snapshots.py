@@ -27,7 +27,7 @@ from uuid import UUID
 
 from pin_chessboard_pipelines.entities import NAMES as ENTITIES
 from pin_chessboard_pipelines.entities import PIN_NAMESPACE
-from pin_chessboard_pipelines.errors import SYNC_UNKNOWN_REFERENCE, SYNC_VALIDATION_FAILED
+from pin_chessboard_pipelines.errors import SYNC_UNKNOWN_REFERENCE, SYNC_VALIDATION_FAILED, SnapshotInvalid
 from pin_chessboard_pipelines.store.handbook_replica import Handbook
 
 # Enums (docs/talent-source.md#enums-and-references): field -> (metric label, values, fallback).
@@ -117,14 +117,8 @@ class TalentRecord:
         return self.columns["id"]
 
 
-class _Invalid(Exception):
-    def __init__(self, message: str, code: str = SYNC_VALIDATION_FAILED) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def _missing(name: str) -> _Invalid:
-    return _Invalid(f"{name}: required field is missing")
+def _missing(name: str) -> SnapshotInvalid:
+    return SnapshotInvalid(f"{name}: required field is missing")
 
 
 def _uuid(raw: Mapping[str, Any], name: str, required: bool = True) -> str | None:
@@ -134,11 +128,11 @@ def _uuid(raw: Mapping[str, Any], name: str, required: bool = True) -> str | Non
             raise _missing(name)
         return None
     if not isinstance(value, str):
-        raise _Invalid(f"{name}: expected a UUID string, got {type(value).__name__}")
+        raise SnapshotInvalid(f"{name}: expected a UUID string, got {type(value).__name__}")
     try:
         return canonical_uuid(value)
     except ValueError:
-        raise _Invalid(f"{name}: {value[:64]!r} is not a UUID") from None
+        raise SnapshotInvalid(f"{name}: {value[:64]!r} is not a UUID") from None
 
 
 def _int(raw: Mapping[str, Any], name: str, lo: int, hi: int, required: bool = True) -> int | None:
@@ -148,9 +142,9 @@ def _int(raw: Mapping[str, Any], name: str, lo: int, hi: int, required: bool = T
             raise _missing(name)
         return None
     if type(value) is not int:  # bool is an int subclass, but not a JSON integer
-        raise _Invalid(f"{name}: expected an integer, got {type(value).__name__}")
+        raise SnapshotInvalid(f"{name}: expected an integer, got {type(value).__name__}")
     if not lo <= value <= hi:
-        raise _Invalid(f"{name}: {value} is outside {lo}..{hi}")
+        raise SnapshotInvalid(f"{name}: {value} is outside {lo}..{hi}")
     return value
 
 
@@ -161,9 +155,9 @@ def _text(raw: Mapping[str, Any], name: str, lo: int, hi: int, required: bool = 
             raise _missing(name)
         return None
     if not isinstance(value, str):
-        raise _Invalid(f"{name}: expected a string, got {type(value).__name__}")
+        raise SnapshotInvalid(f"{name}: expected a string, got {type(value).__name__}")
     if not lo <= len(value) <= hi:
-        raise _Invalid(f"{name}: length {len(value)} is outside {lo}..{hi}")
+        raise SnapshotInvalid(f"{name}: length {len(value)} is outside {lo}..{hi}")
     _storable(name, value)
     return value
 
@@ -171,12 +165,12 @@ def _text(raw: Mapping[str, Any], name: str, lo: int, hi: int, required: bool = 
 def _storable(name: str, value: str) -> None:
     """PostgreSQL text holds neither NUL nor lone surrogates: such a value is poison, not a page crash."""
     if "\x00" in value:
-        raise _Invalid(f"{name}: contains a NUL character")
+        raise SnapshotInvalid(f"{name}: contains a NUL character")
     if not value.isascii():
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raise _Invalid(f"{name}: is not valid Unicode text") from None
+            raise SnapshotInvalid(f"{name}: is not valid Unicode text") from None
 
 
 def parse_decimal(value: Any) -> Decimal:
@@ -222,14 +216,14 @@ def _decimal(
     try:
         number = parse_decimal(value)
     except ValueError as exc:
-        raise _Invalid(f"{name}: {exc}") from None
+        raise SnapshotInvalid(f"{name}: {exc}") from None
     exponent = number.as_tuple().exponent
     if isinstance(exponent, int) and -exponent > MAX_DECIMAL_SCALE:
-        raise _Invalid(f"{name}: more than {MAX_DECIMAL_SCALE} fractional digits")
+        raise SnapshotInvalid(f"{name}: more than {MAX_DECIMAL_SCALE} fractional digits")
     too_low = number < low if low_inclusive else number <= low
     if too_low or (high is not None and number > high):
         bound = f"{'>=' if low_inclusive else '>'} {low}" + (f" and <= {high}" if high is not None else "")
-        raise _Invalid(f"{name}: {value!s:.64} must be {bound}")
+        raise SnapshotInvalid(f"{name}: {value!s:.64} must be {bound}")
     return number
 
 
@@ -258,11 +252,11 @@ def _deleted_at(raw: Mapping[str, Any]) -> datetime | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise _Invalid(f"deletedAt: expected an RFC 3339 string, got {type(value).__name__}")
+        raise SnapshotInvalid(f"deletedAt: expected an RFC 3339 string, got {type(value).__name__}")
     try:
         return parse_rfc3339(value)
     except ValueError as exc:
-        raise _Invalid(f"deletedAt: {exc}") from None
+        raise SnapshotInvalid(f"deletedAt: {exc}") from None
 
 
 def _enum(raw: Mapping[str, Any], name: str, enum: str, unknown: list[tuple[str, str]]) -> str:
@@ -270,7 +264,7 @@ def _enum(raw: Mapping[str, Any], name: str, enum: str, unknown: list[tuple[str,
     if value is None:
         raise _missing(name)
     if not isinstance(value, str):
-        raise _Invalid(f"{name}: expected a string, got {type(value).__name__}")
+        raise SnapshotInvalid(f"{name}: expected a string, got {type(value).__name__}")
     values, fallback = ENUM_FALLBACKS[enum]
     known = values.get(value)
     if known is not None:
@@ -298,7 +292,7 @@ def _developer(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
     columns["name"] = _text(raw, "name", 1, 256)
     inn = raw.get("inn")
     if inn is not None and not (isinstance(inn, str) and _INN.fullmatch(inn)):
-        raise _Invalid(f"inn: {str(inn)[:32]!r} is not 10 or 12 digits")
+        raise SnapshotInvalid(f"inn: {str(inn)[:32]!r} is not 10 or 12 digits")
     columns["inn"] = inn
     return TalentRecord("developer", talent_id, version, columns)
 
@@ -321,9 +315,9 @@ def _project(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
         raw, "paybackYears", low=Decimal(0), high=None, low_inclusive=False, required=False
     )
     if country not in handbook.countries:
-        raise _Invalid(f"countryId: {country} is not in the handbook", SYNC_UNKNOWN_REFERENCE)
+        raise SnapshotInvalid(f"countryId: {country} is not in the handbook", SYNC_UNKNOWN_REFERENCE)
     if currency not in handbook.currencies:
-        raise _Invalid(f"currencyId: {currency} is not in the handbook", SYNC_UNKNOWN_REFERENCE)
+        raise SnapshotInvalid(f"currencyId: {currency} is not in the handbook", SYNC_UNKNOWN_REFERENCE)
     # Region and city resolve independently: an unknown one is stored as NULL
     # (docs/talent-source.md#enums-and-references).
     unresolved = []
@@ -438,5 +432,5 @@ def parse_snapshot(entity: str, raw: Any, handbook: Handbook) -> TalentRecord | 
         )
     try:
         return parser(raw, handbook)
-    except _Invalid as exc:
+    except SnapshotInvalid as exc:
         return SnapshotError(exc.code, f"{entity} {exc}"[:ERROR_MESSAGE_LIMIT], external_id_of(raw))

@@ -10,7 +10,6 @@ from uuid import UUID
 
 from sqlalchemy.engine import Connection, Engine
 
-from pin_chessboard_pipelines.errors import EXIT_FAILED, ChessboardError
 from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.recalc.queue import IMPORT_RUN_ALIVE_SECONDS
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult, DryRunState
@@ -22,22 +21,6 @@ from pin_chessboard_pipelines.talent_import.result import StageCounters
 from pin_chessboard_pipelines.talent_import.sources import ImportSource
 
 ApplyFn = Callable[[Connection, str, Sequence[dict[str, Any]], ApplyContext], ApplyResult]
-
-
-class StageFailed(ChessboardError):
-    """A stage gave up after bounded retries: the run is Failed and can be resumed."""
-
-    exit_code = EXIT_FAILED
-
-
-class RunEnded(ChessboardError):
-    """The import run was ended by another step of the same Dagster run (Failed or Cancelled)."""
-
-    exit_code = EXIT_FAILED
-
-    def __init__(self, status: str, error: str | None) -> None:
-        super().__init__(f"the import run is {status}: {error or 'no error recorded'}")
-        self.status = status
 
 
 @dataclass(frozen=True)

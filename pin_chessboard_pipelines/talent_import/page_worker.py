@@ -18,7 +18,13 @@ import time
 from collections.abc import Callable
 
 from pin_chessboard_pipelines.entities import Entity
-from pin_chessboard_pipelines.errors import error_line
+from pin_chessboard_pipelines.errors import (
+    RetryStopped,
+    StageFailed,
+    TalentCancelled,
+    TalentPermanentError,
+    error_line,
+)
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import (
@@ -30,10 +36,9 @@ from pin_chessboard_pipelines.observability.metrics import (
     count_applied,
 )
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
-from pin_chessboard_pipelines.retry import PERMANENT, FailurePolicy, Retrier, RetryStopped, Stopper
-from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
+from pin_chessboard_pipelines.retry import PERMANENT, FailurePolicy, Retrier, Stopper
 from pin_chessboard_pipelines.talent_import import page_queue, runs
-from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed
+from pin_chessboard_pipelines.talent_import.model import ImportRun
 from pin_chessboard_pipelines.talent_import.page_cache import PageCache
 from pin_chessboard_pipelines.talent_import.request import Scope
 from pin_chessboard_pipelines.talent_import.staging import ReadFrom, staged_items
@@ -132,7 +137,7 @@ class StageWork:
             try:
                 with self.session.engine.connect() as conn:
                     name = runs.developer_names(conn, [developer]).get(developer)
-            except Exception:  # a log line's name never fails a page
+            except Exception:  # noqa: BLE001 - a log line's name never fails a page
                 return {}
             if name is None:
                 return {}
@@ -207,7 +212,7 @@ class Heartbeat:
             try:
                 with session.engine.begin() as conn:
                     status = runs.heartbeat(conn, session.run_id, self.claimed_by, self.held())
-            except Exception as error:  # the database restarting: the next beat tries again
+            except Exception as error:  # noqa: BLE001 - the database restarting: the next beat tries again
                 log_event(
                     log,
                     logging.WARNING,
@@ -260,7 +265,7 @@ class PageWorker:
                         work.let_go(page.id)
         except RetryStopped:
             return
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001 - a worker thread hands whatever ends it to the main thread
             work.fail(e)
 
     def _claim(self) -> page_queue.ClaimedPage | None:
@@ -325,7 +330,7 @@ class PageWorker:
         except TalentCancelled:
             self.work.retrying("release a page", lambda: self._release(page))
             return
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - the failure policy decides, whatever its type
             self._record_failure(page, e)
             return
         self.work.first_failure.pop(page.id, None)

@@ -75,7 +75,7 @@ class ProgressBar:
         try:
             with self.engine.connect() as conn:
                 line = render(runs.progress(conn, self.run_id))
-        except Exception:  # the bar never breaks the import
+        except Exception:  # noqa: BLE001 - the bar never breaks the import
             return
         self.stream.write("\r\x1b[2K" + line)
         self.stream.flush()
@@ -171,7 +171,7 @@ class StageProgress:
         try:
             with self.engine.connect() as conn:
                 self._previous_planned = runs.previous_stage_planned(conn, self.run_id, self.stage)
-        except Exception:  # no estimate from a previous run: progress never breaks the stage
+        except Exception:  # noqa: BLE001 - no estimate from a previous run: progress never breaks the stage
             self._previous_planned = None
         self._started = time.monotonic()
         self._thread.start()
@@ -183,7 +183,7 @@ class StageProgress:
         self.seconds = time.monotonic() - self._started
         try:
             row = self._row_now()
-        except Exception:  # the figures of a stage that failed on the store are not needed
+        except Exception:  # noqa: BLE001 - the figures of a stage that failed on the store are not needed
             return
         self.items = max(0, (int(row["processed"] or 0) if row is not None else 0) - self._items_before)
 
@@ -205,6 +205,6 @@ class StageProgress:
                     time.monotonic() - self._started,
                     self._previous_planned,
                 )
-            except Exception:  # progress never breaks the stage
+            except Exception:  # noqa: BLE001 - progress never breaks the stage
                 continue
             log_event(log, logging.INFO, "stage-progress", **self.fields, **figures)

@@ -208,7 +208,7 @@ def _replay_entity(
         ids = [row for item in page for row in row_ids[str(item.get("id")).lower()]]
         try:
             applied = _apply_page(engine, entity, page, ids, ctx, handbooks)
-        except Exception as error:  # this page rolled back alone: its rows stay quarantined
+        except Exception as error:  # noqa: BLE001 - this page rolled back alone: its rows stay quarantined
             result.failed_pages += 1
             result.error = result.error or f"{entity.stage} page {page_no}: {error_line(error)}"
             counters.planned += len(page)

@@ -49,7 +49,7 @@ class RunWorkerHeartbeat:
         while True:
             try:
                 self.beat()
-            except Exception as error:  # the store restarting: the next beat tries again
+            except Exception as error:  # noqa: BLE001 - the store restarting: the next beat tries again
                 log_event(
                     log,
                     logging.WARNING,

@@ -17,7 +17,7 @@ from typing import Any
 from uuid import UUID
 
 from pin_chessboard_pipelines.entities import ENTITIES, Entity
-from pin_chessboard_pipelines.errors import IMPORT_LOCK_HELD, Refused, error_line
+from pin_chessboard_pipelines.errors import IMPORT_LOCK_HELD, Refused, RunEnded, StageFailed, error_line
 from pin_chessboard_pipelines.events.payloads import Handbook
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
@@ -28,13 +28,7 @@ from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.store.handbook_replica import HandbookCache, load_handbook
 from pin_chessboard_pipelines.talent_import import page_queue, page_worker, runs, stage_runner
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
-from pin_chessboard_pipelines.talent_import.model import (
-    ApplyFn,
-    ImportOptions,
-    RunEnded,
-    StageFailed,
-    StageReport,
-)
+from pin_chessboard_pipelines.talent_import.model import ApplyFn, ImportOptions, StageReport
 from pin_chessboard_pipelines.talent_import.request import RunStatus, TalentInitialImportRequest
 from pin_chessboard_pipelines.talent_import.result import TalentInitialImportResult
 from pin_chessboard_pipelines.talent_import.sources import ImportSource
@@ -348,7 +342,7 @@ class ImportSession:
             cursors = page_queue.page_cursors(conn, self.run_id)
         try:
             on_completed(cursors)
-        except Exception as error:  # the replay is complete; talent-sync re-reads (idempotent)
+        except Exception as error:  # noqa: BLE001 - the replay is complete; talent-sync re-reads (idempotent)
             log_event(
                 log, logging.ERROR, "handover-failed", **self.log_fields(), Error=repr(error_line(error))
             )

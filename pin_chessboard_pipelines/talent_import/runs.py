@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy.engine import Connection, RowMapping
 
 from pin_chessboard_pipelines.entities import ENTITIES
+from pin_chessboard_pipelines.errors import RunAlive
 from pin_chessboard_pipelines.recalc.queue import release_import_requests
 from pin_chessboard_pipelines.replica.apply import DryRunState
 from pin_chessboard_pipelines.store.queries import queries
@@ -57,15 +58,6 @@ def _same_request(run: Row, request: TalentInitialImportRequest) -> bool:
         and bool(run["dry_run"]) == request.dry_run
         and list(run["scopes"] or []) == request.scope_keys
     )
-
-
-class RunAlive(Exception):
-    """Another import run is Running and its run worker (or, without one, one of its processes)
-    renewed its heartbeat lately."""
-
-    def __init__(self, run: Row) -> None:
-        super().__init__(f"import run {run['id']} (correlation id {run['correlation_id']}) is running")
-        self.run = run
 
 
 def start_or_resume_run(

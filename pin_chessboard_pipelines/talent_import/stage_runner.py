@@ -15,15 +15,20 @@ import threading
 import time
 
 from pin_chessboard_pipelines.entities import Entity
-from pin_chessboard_pipelines.errors import error_line
+from pin_chessboard_pipelines.errors import (
+    RetryStopped,
+    StageFailed,
+    TalentCancelled,
+    TalentPermanentError,
+    error_line,
+)
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGE_RETRIES, IMPORT_PAGES
-from pin_chessboard_pipelines.retry import PERMANENT, FailureStreak, Retrier, RetryStopped
+from pin_chessboard_pipelines.retry import PERMANENT, FailureStreak, Retrier
 from pin_chessboard_pipelines.store.lock import AdvisoryLock, open_session
-from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentPermanentError
 from pin_chessboard_pipelines.talent_import import page_queue, runs
-from pin_chessboard_pipelines.talent_import.model import ImportRun, StageFailed, StageReport
+from pin_chessboard_pipelines.talent_import.model import ImportRun, StageReport
 from pin_chessboard_pipelines.talent_import.page_worker import Heartbeat, PageWorker, StageWork
 from pin_chessboard_pipelines.talent_import.request import Scope
 from pin_chessboard_pipelines.talent_import.result import StageCounters
@@ -182,7 +187,7 @@ class StageWalker:
                     return  # another process walks the stage, or walked it
                 work.sleep(WALK_LOCK_POLL_SECONDS)
             self._walk()
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001 - a worker thread hands whatever ends it to the main thread
             work.fail(e)
         finally:
             if conn is not None:
@@ -217,7 +222,7 @@ class StageWalker:
                 return False
             except TalentPermanentError as e:
                 raise StageFailed(f"stage {stage.stage}: planning failed: {e}") from None
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - the failure policy decides, whatever its type
                 self._walk_failed(scope_key, failures, e)
         return False
 

@@ -46,7 +46,7 @@ from opentelemetry.trace import SpanKind
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.entities import ENTITIES
-from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused
+from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused, SyncFailed
 from pin_chessboard_pipelines.events.consume import (
     BatchConsumer,
     ConsumerEvents,
@@ -79,10 +79,6 @@ from pin_chessboard_pipelines.talent_sync.result import SyncResult
 log = logging.getLogger(__name__)
 
 STAGE_INDEX = {stage.topic: i for i, stage in enumerate(ENTITIES)}
-
-
-class SyncFailed(Exception):
-    """A batch kept failing to apply: the run stops, its offsets stay where they were."""
 
 
 class TalentSync(BatchConsumer[SyncResult]):

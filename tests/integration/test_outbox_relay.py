@@ -291,7 +291,7 @@ def test_per_key_order_holds_under_concurrent_relays_and_writers(engine, kafka_b
                             for k in keys
                         ],
                     )
-        except BaseException as error:  # surfaced by the assertion below
+        except BaseException as error:  # noqa: BLE001 - surfaced by the assertion below
             errors.append(error)
 
     def relay() -> None:
@@ -301,7 +301,7 @@ def test_per_key_order_holds_under_concurrent_relays_and_writers(engine, kafka_b
                     results.append(r.relay_pending())
                     writers_done.wait(0.005)
                 results.append(r.relay_pending(until_empty=True, max_seconds=60))
-        except BaseException as error:
+        except BaseException as error:  # noqa: BLE001 - surfaced by the assertion below
             errors.append(error)
 
     key_sets = [[str(uuid.uuid4()) for _ in range(keys_per_writer)] for _ in range(2)]

@@ -39,7 +39,7 @@ def _in_threads(n: int, fn):
         try:
             barrier.wait(timeout=10)
             results[i] = fn(i)
-        except BaseException as error:  # surfaced by the assertion below
+        except BaseException as error:  # noqa: BLE001 - surfaced by the assertion below
             errors.append(error)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]

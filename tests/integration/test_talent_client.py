@@ -12,15 +12,13 @@ from decimal import Decimal
 import pytest
 
 from pin_chessboard_pipelines.entities import COLLECTIONS
-from pin_chessboard_pipelines.talent.client import (
-    MAX_BY_IDS,
-    TalentApiClient,
+from pin_chessboard_pipelines.errors import (
     TalentCancelled,
-    TalentPage,
     TalentPermanentError,
     TalentSourceUnavailable,
     TalentTransientError,
 )
+from pin_chessboard_pipelines.talent.client import MAX_BY_IDS, TalentApiClient, TalentPage
 from pin_chessboard_pipelines.talent.simulator import dataset as ds
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 

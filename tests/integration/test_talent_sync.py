@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.entities import ENTITIES, PROPERTY_OBJECT, pin_id
-from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
+from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused, SyncFailed
 from pin_chessboard_pipelines.events.consumer import read_events
 from pin_chessboard_pipelines.events.payloads import PROPERTY_OBJECT_UPSERTED, topic_of
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
@@ -20,7 +20,7 @@ from pin_chessboard_pipelines.store.tables import REPLICA_TABLES
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
-from pin_chessboard_pipelines.talent_sync import SYNC_LOCK_HELD, SyncFailed, TalentSync, sync_policy
+from pin_chessboard_pipelines.talent_sync import SYNC_LOCK_HELD, TalentSync, sync_policy
 from tests.support.contracts import assert_dead_letter_headers_valid
 from tests.support.polling import wait_until
 from tests.support.replica import refuse_developer

@@ -68,3 +68,43 @@ def test_counters_name_fields_in_camel_case_round_floats_and_take_enum_values():
         "LongestTransactionSeconds": 0.123,
         "Stopped": "idle",
     }
+
+
+def _package_modules() -> list[str]:
+    """Every module of the package but the entry points and the migrations (they run on import)."""
+    import pkgutil
+
+    import pin_chessboard_pipelines
+
+    return [
+        info.name
+        for info in pkgutil.walk_packages(pin_chessboard_pipelines.__path__, "pin_chessboard_pipelines.")
+        if not info.name.endswith("__main__") and ".migrations" not in info.name
+    ]
+
+
+def test_every_error_of_the_package_is_a_pipeline_error_declared_in_errors_py():
+    import importlib
+    import inspect
+
+    from pin_chessboard_pipelines.errors import PipelineError
+
+    declared = {}
+    for name in _package_modules():
+        module = importlib.import_module(name)
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, BaseException) and cls.__module__.startswith("pin_chessboard_pipelines"):
+                declared[cls.__qualname__] = cls
+    assert len(declared) >= 25, sorted(declared)
+    elsewhere = sorted(n for n, c in declared.items() if c.__module__ != "pin_chessboard_pipelines.errors")
+    assert elsewhere == [], elsewhere
+    outside = sorted(n for n, c in declared.items() if not issubclass(c, PipelineError))
+    assert outside == [], outside
+
+
+def test_an_error_without_a_message_says_its_docstring():
+    from pin_chessboard_pipelines.errors import OutboxDeliveryFailed, RetryStopped, TalentSourceUnavailable
+
+    assert str(TalentSourceUnavailable()) == "GET /health did not answer 200."
+    assert str(RetryStopped("stopped instead of retrying: x")) == "stopped instead of retrying: x"
+    assert OutboxDeliveryFailed().retry_reason == "broker-unavailable"

@@ -16,7 +16,6 @@ from pin_chessboard_pipelines.analytics.inventory import (
     NAME_COLUMN,
     TABLE_COLUMNS,
     DaySource,
-    PastDayRefused,
     day_source,
     day_totals,
     free_prices,
@@ -24,6 +23,7 @@ from pin_chessboard_pipelines.analytics.inventory import (
     project_inventory,
     top_projects_markdown,
 )
+from pin_chessboard_pipelines.errors import PastDayRefused
 from tests.support.aggregates import project_aggregates
 
 DAY = date(2026, 11, 30)

@@ -12,14 +12,13 @@ import pytest
 import requests
 from sqlalchemy.exc import OperationalError
 
-from pin_chessboard_pipelines.errors import Refused
+from pin_chessboard_pipelines.errors import Refused, RetryStopped, TalentTooSlow, TalentTransientError
 from pin_chessboard_pipelines.retry import (
     Backoff,
     FailurePolicy,
     FailureStreak,
     Retrier,
     RetryDecision,
-    RetryStopped,
     Stopper,
     StopReason,
     sync_policy,
@@ -87,6 +86,12 @@ class _PgError(Exception):
         (requests.ConnectTimeout("connect timed out"), "timeout"),
         (TimeoutError("timed out"), "timeout"),
         (requests.ConnectionError("connection reset by peer"), "connection-lost"),
+        (requests.exceptions.ChunkedEncodingError("incomplete read"), "connection-lost"),
+        (TalentTooSlow(), "timeout"),
+        (TalentTransientError("GET /x failed: timed out (3 attempts)", None, 3, timed_out=True), "timeout"),
+        (TalentTransientError("GET /x answered 503 (3 attempts)", 503, 3), "http-503"),
+        (TalentTransientError("GET /x answered a malformed body (3 attempts)", 200, 3), "source-error"),
+        (TalentTransientError("GET /x took long: timed out, said the body", None, 3), "source-error"),
         (ConnectionResetError(104, "reset"), "connection-lost"),
         (_PgError("deadlock detected", "40P01"), "deadlock"),
         (_PgError("could not serialize access", "40001"), "serialization-failure"),

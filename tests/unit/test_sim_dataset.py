@@ -12,14 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pin_chessboard_pipelines.entities import COLLECTIONS
+from pin_chessboard_pipelines.errors import DatasetError, InvalidQuery
 from pin_chessboard_pipelines.store.handbook import CITIES, COUNTRIES, CURRENCIES
 from pin_chessboard_pipelines.talent.simulator import dataset as ds
-from pin_chessboard_pipelines.talent.simulator.dataset import (
-    DatasetError,
-    DatasetSpec,
-    FaultRule,
-    InvalidQuery,
-)
+from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec, FaultRule
 
 SMALL = DatasetSpec(
     seed=7,

@@ -14,7 +14,6 @@ from pin_chessboard_pipelines.analytics.inventory import (
     TABLE_COLUMNS,
     DaySource,
     DayTotals,
-    PastDayRefused,
     day_source,
     day_totals,
     free_prices,
@@ -40,7 +39,7 @@ from pin_chessboard_pipelines.defs.metadata import (
 )
 from pin_chessboard_pipelines.defs.pools import INVENTORY_POOL
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
-from pin_chessboard_pipelines.errors import AGGREGATES_DRIFT
+from pin_chessboard_pipelines.errors import AGGREGATES_DRIFT, PastDayRefused
 from pin_chessboard_pipelines.store.tables import project_inventory_daily as INVENTORY_TABLE
 
 ASSET_NAME = "project_inventory_daily"

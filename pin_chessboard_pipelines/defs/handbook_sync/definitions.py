@@ -158,7 +158,7 @@ def handbook_sync_sensor(
     pending = republish_pending(engine)
     try:
         lag = handbook_group_lag(chessboard.settings.kafka_bootstrap_servers, timeout=5)
-    except Exception as error:  # the broker is down or the topics are missing: try on the next tick
+    except Exception as error:  # noqa: BLE001 - the broker is down or the topics are missing: try on the next tick
         if not pending:
             return dg.SkipReason(f"the handbook topics cannot be read: {error_line(error)}")
         lag = 0

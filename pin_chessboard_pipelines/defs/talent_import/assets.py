@@ -235,7 +235,7 @@ def _work(
                 report = session.work_stage(stage)
         except INTERRUPTS:
             report = None
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - any failure ends the import run Failed, resumable
             raise _failure(session, error, stage) from None
         if report is None or (report.cancelled and session.should_stop()):
             session.end(RunStatus.CANCELLED, "cancelled")
@@ -265,7 +265,7 @@ def _barrier(
             with _cancelled_when_interrupted(session):
                 if not session.stage_complete(stage):
                     session.work_stage(stage)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - any failure ends the import run Failed, resumable
             raise _failure(session, error, stage) from None
         with graceful_interrupts():
             yield from _report_stage(stage, context, chessboard, session)
@@ -289,7 +289,7 @@ def _report_stage(
             )
         if stage.stage == _stages_in_run(context)[-1]:
             session.finish(RunStatus.COMPLETED)
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - any failure ends the import run Failed, resumable
         raise _failure(session, error, stage) from None
     if report.counters.applied and not session.request.dry_run:
         chessboard.relay_outbox(context)

@@ -135,7 +135,7 @@ def launch_full_bootstrap(
         developers = _developers(settings, config, chessboard)
     except ChessboardError as error:
         raise dg.Failure(description=error.line()) from None
-    except Exception as error:  # the client already retried: the source is not reachable now
+    except Exception as error:  # noqa: BLE001 - the client already retried: the source is not reachable now
         raise dg.Failure(description=f"listing the developers ({config.mode}): {error_line(error)}") from None
     added = add_developer_partitions(context.instance, chessboard.engine, developers)
     keys = list(context.instance.get_dynamic_partitions(PARTITIONS))

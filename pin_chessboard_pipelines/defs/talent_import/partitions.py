@@ -144,7 +144,7 @@ def add_developer_partitions(
     if new:
         try:
             instance.add_dynamic_partitions(PARTITIONS, new)
-        except Exception:
+        except Exception:  # noqa: BLE001 - Dagster raises no type of its own for a duplicate
             # another process (a second import, the discovery sensor) added some of them first:
             # what matters is that they exist afterwards
             if new_developer_partitions(instance, engine, developers):

@@ -9,9 +9,9 @@ from pydantic import Field
 
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import.config import SINGLETON_TAGS
-from pin_chessboard_pipelines.errors import ChessboardError, error_line
+from pin_chessboard_pipelines.errors import ChessboardError, TalentSourceError, error_line
 from pin_chessboard_pipelines.observability.logs import log_event
-from pin_chessboard_pipelines.talent.client import TalentApiClient, TalentSourceError
+from pin_chessboard_pipelines.talent.client import TalentApiClient
 from pin_chessboard_pipelines.talent.flag import require_talent_sync_enabled
 from pin_chessboard_pipelines.talent_import.replay_failed import replay_failed
 from pin_chessboard_pipelines.talent_import.sources import api_client_options

@@ -16,7 +16,7 @@ from pin_chessboard_pipelines.defs.talent_import.partitions import (
     list_talent_developers,
     new_developer_partitions,
 )
-from pin_chessboard_pipelines.talent.client import TalentSourceError
+from pin_chessboard_pipelines.errors import TalentSourceError
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.request import RunStatus
 

@@ -141,7 +141,7 @@ def _decide(
         return dg.SkipReason("a talent-sync consumer runs outside Dagster (pin-chessboard talent-sync)")
     try:
         lag = group_lag(settings.kafka_bootstrap_servers, timeout=5)
-    except Exception as error:  # the broker is down or the topics are missing: try on the next tick
+    except Exception as error:  # noqa: BLE001 - the broker is down or the topics are missing: try on the next tick
         return dg.SkipReason(f"the Talent topics cannot be read: {error_line(error)}")
     if lag == 0:
         return dg.SkipReason("the consumer group is caught up")

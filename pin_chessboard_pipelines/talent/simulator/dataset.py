@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from pin_chessboard_pipelines.entities import COLLECTIONS
+from pin_chessboard_pipelines.errors import DatasetError, InvalidQuery, UnknownCollection
 from pin_chessboard_pipelines.store.handbook import CITIES
 
 Item = dict[str, Any]
@@ -47,18 +48,6 @@ _CITY_REGIONS: tuple[tuple[int, int], ...] = tuple(
 )
 _M64 = (1 << 64) - 1
 _INDEX_BITS = 62  # the top two bits of the low half carry the UUID variant
-
-
-class DatasetError(ValueError):
-    """An invalid dataset spec or query; the message is one line for the operator or the HTTP body."""
-
-
-class UnknownCollection(DatasetError):
-    pass
-
-
-class InvalidQuery(DatasetError):
-    pass
 
 
 @dataclass(frozen=True)

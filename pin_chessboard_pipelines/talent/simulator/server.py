@@ -21,18 +21,13 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from pin_chessboard_pipelines.entities import COLLECTIONS
+from pin_chessboard_pipelines.errors import DatasetError, SimulatorAnswer, UnknownCollection
 from pin_chessboard_pipelines.talent.client import MAX_BY_IDS, MAX_PAGE_LIMIT
 from pin_chessboard_pipelines.talent.simulator import dataset
-from pin_chessboard_pipelines.talent.simulator.dataset import DatasetError, DatasetSpec, FaultRule
+from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec, FaultRule
 
 API_PREFIX = "/api/v1/"
 BY_IDS_PATH = "property-objects/by-ids"
-
-
-class _ErrorAnswer(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -86,32 +81,32 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(200, {"status": "ok"})
             elif parts.path.startswith(API_PREFIX):
                 if not sim.authorized(self.headers.get("Authorization")):
-                    raise _ErrorAnswer(401, "missing or wrong bearer token")
+                    raise SimulatorAnswer(401, "missing or wrong bearer token")
                 self._api(sim, spec, parts.path[len(API_PREFIX) :], _query(parts.query))
             else:
-                raise _ErrorAnswer(404, f"no route {parts.path}")
-        except _ErrorAnswer as e:
+                raise SimulatorAnswer(404, f"no route {parts.path}")
+        except SimulatorAnswer as e:
             self._send_json(e.status, {"error": str(e)})
         except DatasetError as e:
-            self._send_json(404 if isinstance(e, dataset.UnknownCollection) else 400, {"error": str(e)})
+            self._send_json(404 if isinstance(e, UnknownCollection) else 400, {"error": str(e)})
 
     def _api(self, sim: SimulatorServer, spec: DatasetSpec, route: str, query: dict[str, str]) -> None:
         if route == BY_IDS_PATH:
             if "ids" not in query:
-                raise _ErrorAnswer(400, "ids is required")
+                raise SimulatorAnswer(400, "ids is required")
             ids = [i for i in query["ids"].split(",") if i]
             if len(ids) > MAX_BY_IDS:
-                raise _ErrorAnswer(400, f"at most {MAX_BY_IDS} ids per request, got {len(ids)}")
+                raise SimulatorAnswer(400, f"at most {MAX_BY_IDS} ids per request, got {len(ids)}")
             self._send_json(200, {"items": dataset.by_ids(spec, ids)})
             return
         if route not in COLLECTIONS:
-            raise _ErrorAnswer(404, f"unknown collection {route!r}")
+            raise SimulatorAnswer(404, f"unknown collection {route!r}")
         try:
             limit = int(query["limit"])
         except (KeyError, ValueError):
-            raise _ErrorAnswer(400, f"limit must be an integer 1..{MAX_PAGE_LIMIT}") from None
+            raise SimulatorAnswer(400, f"limit must be an integer 1..{MAX_PAGE_LIMIT}") from None
         if not 1 <= limit <= MAX_PAGE_LIMIT:
-            raise _ErrorAnswer(400, f"limit must be an integer 1..{MAX_PAGE_LIMIT}")
+            raise SimulatorAnswer(400, f"limit must be an integer 1..{MAX_PAGE_LIMIT}")
         cursor, developer_id, project_id = (
             query.get("cursor"),
             query.get("developerId"),
@@ -149,7 +144,7 @@ def _query(raw: str) -> dict[str, str]:
     query = {}
     for name, values in parse_qs(raw, keep_blank_values=True).items():
         if len(values) > 1:
-            raise _ErrorAnswer(400, f"{name} is given more than once")
+            raise SimulatorAnswer(400, f"{name} is given more than once")
         query[name] = values[0]
     return query
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from pin_chessboard_pipelines.errors import TalentSourceError
 from pin_chessboard_pipelines.settings import Settings
-from pin_chessboard_pipelines.talent.client import TalentSourceError
 from pin_chessboard_pipelines.talent_import.request import ImportMode
 from pin_chessboard_pipelines.talent_import.sources.api_pull import ApiPullSource
 from pin_chessboard_pipelines.talent_import.sources.base import ImportSource, Item, PlannedPage

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from pin_chessboard_pipelines.entities import DEVELOPER, Entity
-from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
-from pin_chessboard_pipelines.talent.client import MAX_PAGE_LIMIT, TalentApiClient, TalentSourceUnavailable
+from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused, TalentSourceUnavailable
+from pin_chessboard_pipelines.talent.client import MAX_PAGE_LIMIT, TalentApiClient
 from pin_chessboard_pipelines.talent_import.request import ImportMode, Scope
 from pin_chessboard_pipelines.talent_import.sources.base import Item, PlannedPage
 

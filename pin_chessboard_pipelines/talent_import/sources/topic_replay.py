@@ -38,11 +38,15 @@ from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.entities import BY_NAME, BY_STAGE, DEVELOPER, PROJECT, TOPICS, Entity
-from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused
+from pin_chessboard_pipelines.errors import (
+    IMPORT_SOURCE_UNAVAILABLE,
+    Refused,
+    TalentCancelled,
+    TalentTransientError,
+)
 from pin_chessboard_pipelines.events.kafka_client import client_config, list_topics
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
-from pin_chessboard_pipelines.talent.client import TalentCancelled, TalentTransientError
 from pin_chessboard_pipelines.talent.topic_reader import (
     Item,
     Source,
