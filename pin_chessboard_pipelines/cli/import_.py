@@ -20,7 +20,7 @@ import uuid
 
 from pin_chessboard_pipelines.cli.arguments import uuid_argument
 from pin_chessboard_pipelines.cli.jobs import CONSOLE_LOGGER
-from pin_chessboard_pipelines.defs.executors import concurrent_steps_config
+from pin_chessboard_pipelines.defs.fan_out import concurrent_steps_config
 from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK, IMPORT_LOCK_HELD, Refused, error_line
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.retry import Retrier

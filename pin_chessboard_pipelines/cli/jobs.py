@@ -50,7 +50,7 @@ def run_job(
     CHESSBOARD_DAGSTER_EXECUTOR=multiprocess) in processes of their own."""
     import dagster as dg
 
-    from pin_chessboard_pipelines.defs.executors import concurrent_steps_config
+    from pin_chessboard_pipelines.defs.fan_out import concurrent_steps_config
 
     names = [op_name] if isinstance(op_name, str) else list(op_name)
     prepare_dagster_home(settings or load_settings())

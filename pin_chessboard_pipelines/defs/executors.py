@@ -63,17 +63,6 @@ MULTIPROCESS_EXECUTOR = dg.multiprocess_executor.configured(
 )
 
 
-def concurrent_steps_config(steps: int, name: str | None = None) -> dict[str, Any]:
-    """Run config under which `steps` steps of one run go at once (an import's P page steps, a
-    recalc run's N drains): the multiprocess executor runs one step per CPU unless told, so P = 3
-    on a 2-CPU host would run 2 and start the third when the stage is over. in_process runs one
-    step at a time whatever it is told; k8s sets no limit of its own."""
-    name = load_dagster_executor() if name is None else name
-    if name != "multiprocess" or steps <= 1:
-        return {}
-    return {"execution": {"config": {"max_concurrent": steps}}}
-
-
 def is_import_run(run: dg.DagsterRun) -> bool:
     """Every import run carries the import tag, whatever launched it (the job, an asset job, a backfill)."""
     return run.tags.get(IMPORT_TAG) == IMPORT_JOB

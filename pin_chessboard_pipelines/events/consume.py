@@ -45,12 +45,11 @@ from pin_chessboard_pipelines.retry import (
     PERMANENT,
     FailurePolicy,
     FailureStreak,
-    Stopper,
-    StopReason,
     sync_policy,
     transient_reason,
     wait_after_failure,
 )
+from pin_chessboard_pipelines.stopper import Stopper, StopReason
 from pin_chessboard_pipelines.store.lock import AdvisoryLock, SessionLock
 
 log = logging.getLogger(__name__)

@@ -64,7 +64,8 @@ from pin_chessboard_pipelines.events.topics_admin import ensure_topics
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import OUTBOX_PUBLISH_ERRORS, OUTBOX_PUBLISHED
-from pin_chessboard_pipelines.retry import FailurePolicy, FailureStreak, RetryDecision, Stopper
+from pin_chessboard_pipelines.retry import FailurePolicy, FailureStreak, RetryDecision
+from pin_chessboard_pipelines.stopper import Stopper
 from pin_chessboard_pipelines.store.cursor import Cursor
 from pin_chessboard_pipelines.store.lock import AdvisoryLock
 from pin_chessboard_pipelines.store.queries import cursor_queries, queries

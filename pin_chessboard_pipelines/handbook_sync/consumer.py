@@ -51,7 +51,8 @@ from pin_chessboard_pipelines.observability.metrics import (
     HANDBOOK_SYNC_MESSAGES,
     count_quarantined,
 )
-from pin_chessboard_pipelines.retry import FailureStreak, Stopper, StopReason, wait_after_failure
+from pin_chessboard_pipelines.retry import FailureStreak, wait_after_failure
+from pin_chessboard_pipelines.stopper import Stopper, StopReason
 from pin_chessboard_pipelines.store.handbook import HANDBOOK_CONSUMER_GROUP, HANDBOOK_TOPICS
 from pin_chessboard_pipelines.store.handbook_replica import HANDBOOK_SYNC_LOCK
 from pin_chessboard_pipelines.talent.topic_reader import message_source

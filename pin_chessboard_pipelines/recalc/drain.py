@@ -35,7 +35,8 @@ from pin_chessboard_pipelines.recalc.project import (
     Result,
     process_project,
 )
-from pin_chessboard_pipelines.retry import FailurePolicy, Retrier, Stopper, StopReason, transient_reason
+from pin_chessboard_pipelines.retry import FailurePolicy, Retrier, transient_reason
+from pin_chessboard_pipelines.stopper import Stopper, StopReason
 from pin_chessboard_pipelines.store.handbook_replica import HandbookCache
 
 __all__ = ["REPUBLISHED", "DrainResult", "drain", "drain_until", "store_policy"]

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
 from pin_chessboard_pipelines.observability.logs import log_event
-from pin_chessboard_pipelines.retry import Stopper
+from pin_chessboard_pipelines.stopper import Stopper
 from pin_chessboard_pipelines.store.engine import sqlalchemy_url
 from pin_chessboard_pipelines.store.queries import queries
 

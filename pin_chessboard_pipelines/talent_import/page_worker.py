@@ -36,7 +36,8 @@ from pin_chessboard_pipelines.observability.metrics import (
     count_applied,
 )
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
-from pin_chessboard_pipelines.retry import PERMANENT, FailurePolicy, Retrier, Stopper
+from pin_chessboard_pipelines.retry import PERMANENT, FailurePolicy, Retrier
+from pin_chessboard_pipelines.stopper import Stopper
 from pin_chessboard_pipelines.talent_import import page_queue, runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun
 from pin_chessboard_pipelines.talent_import.page_cache import PageCache

@@ -23,7 +23,8 @@ from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.recalc.queue import release_ended_import_requests, release_import_requests
 from pin_chessboard_pipelines.replica.apply import DryRunState, apply_snapshots
-from pin_chessboard_pipelines.retry import Retrier, Stopper
+from pin_chessboard_pipelines.retry import Retrier
+from pin_chessboard_pipelines.stopper import Stopper
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.store.handbook_replica import HandbookCache, load_handbook
 from pin_chessboard_pipelines.talent_import import page_queue, page_worker, runs, stage_runner

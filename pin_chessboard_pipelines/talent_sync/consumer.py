@@ -65,7 +65,8 @@ from pin_chessboard_pipelines.observability.metrics import (
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.replica.topic_items import apply_topic_items
 from pin_chessboard_pipelines.replica.waiting import apply_waiting_items
-from pin_chessboard_pipelines.retry import Retrier, Stopper, StopReason
+from pin_chessboard_pipelines.retry import Retrier
+from pin_chessboard_pipelines.stopper import Stopper, StopReason
 from pin_chessboard_pipelines.store.handbook_replica import HandbookCache, load_handbook
 from pin_chessboard_pipelines.talent.topic_reader import (
     check_topics,

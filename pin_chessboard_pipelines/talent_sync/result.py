@@ -7,7 +7,7 @@ from typing import Any
 
 from pin_chessboard_pipelines.observability.logs import counter_fields, counters
 from pin_chessboard_pipelines.replica.apply import ApplyResult
-from pin_chessboard_pipelines.retry import StopReason
+from pin_chessboard_pipelines.stopper import StopReason
 
 
 @dataclass

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from pin_chessboard_pipelines.entities import pin_id
 from pin_chessboard_pipelines.errors import SYNC_IMMUTABLE_CHANGED
-from pin_chessboard_pipelines.retry import StopReason
+from pin_chessboard_pipelines.stopper import StopReason
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec

@@ -27,7 +27,7 @@ from pin_chessboard_pipelines.defs.recalc.definitions import (
 )
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.recalc.drain import drain
-from pin_chessboard_pipelines.retry import StopReason
+from pin_chessboard_pipelines.stopper import StopReason
 from tests.support.recalc_data import StoreBuilder, outbox, queue, standard_project
 
 

@@ -20,7 +20,7 @@ from pin_chessboard_pipelines.recalc.audit import audit
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason
 from pin_chessboard_pipelines.recalc.drain import drain
 from pin_chessboard_pipelines.recalc.queue import enqueue_recalc
-from pin_chessboard_pipelines.retry import StopReason
+from pin_chessboard_pipelines.stopper import StopReason
 from pin_chessboard_pipelines.store.tables import buildings, layout_groups, layouts, projects
 from tests.support.polling import wait_until
 from tests.support.recalc_data import (

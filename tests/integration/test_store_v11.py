@@ -15,7 +15,7 @@ from pin_chessboard_pipelines.recalc.audit import audit, drift
 from pin_chessboard_pipelines.recalc.drain import drain
 from pin_chessboard_pipelines.recalc.queue import release_import_requests
 from pin_chessboard_pipelines.replica.apply import apply_tombstones
-from pin_chessboard_pipelines.retry import StopReason
+from pin_chessboard_pipelines.stopper import StopReason
 from tests.support.import_runs import insert_import_run
 from tests.support.polling import wait_until
 from tests.support.replica import RUN_ID, Tree, apply, context_factory, one, outbox, pid, rows

@@ -15,7 +15,7 @@ from pin_chessboard_pipelines.events.consumer import read_events
 from pin_chessboard_pipelines.events.payloads import PROPERTY_OBJECT_UPSERTED, topic_of
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.replica.apply import STREAMING_RUN_ID
-from pin_chessboard_pipelines.retry import StopReason
+from pin_chessboard_pipelines.stopper import StopReason
 from pin_chessboard_pipelines.store.tables import REPLICA_TABLES
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec

@@ -15,7 +15,7 @@ from pin_chessboard_pipelines.entities import BUILDING, DEVELOPER, PROJECT, PROP
 from pin_chessboard_pipelines.errors import SYNC_PARENT_NOT_FOUND
 from pin_chessboard_pipelines.events import consume
 from pin_chessboard_pipelines.events.dead_letters import replay_dead_letters
-from pin_chessboard_pipelines.retry import StopReason
+from pin_chessboard_pipelines.stopper import StopReason
 from pin_chessboard_pipelines.talent.simulator.publish import ensure_topics
 from pin_chessboard_pipelines.talent_sync import TalentSync, sync_policy
 from tests.support.metrics import sample_value

@@ -16,9 +16,9 @@ from pin_chessboard_pipelines.defs.executors import (
     K8S_EXTRA_MISSING,
     MULTIPROCESS_EXECUTOR,
     build_executor,
-    concurrent_steps_config,
     forkserver_by_default,
 )
+from pin_chessboard_pipelines.defs.fan_out import concurrent_steps_config
 from pin_chessboard_pipelines.errors import ConfigError
 
 # the jobs that follow the variable, and those that stay in process whatever it says

@@ -19,12 +19,11 @@ from pin_chessboard_pipelines.retry import (
     FailureStreak,
     Retrier,
     RetryDecision,
-    Stopper,
-    StopReason,
     sync_policy,
     transient_reason,
     wait_after_failure,
 )
+from pin_chessboard_pipelines.stopper import Stopper, StopReason
 
 
 def test_delays_double_from_one_second_and_stop_at_the_cap():

@@ -17,8 +17,7 @@ import dagster as dg
 from pydantic import Field
 
 from pin_chessboard_pipelines import entities
-from pin_chessboard_pipelines.defs.executors import concurrent_steps_config
-from pin_chessboard_pipelines.defs.fan_out import start_workers, worker_outputs
+from pin_chessboard_pipelines.defs.fan_out import concurrent_steps_config, start_workers, worker_outputs
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import IN_PROGRESS, NO_RUN_RETRIES, graceful_interrupts
 from pin_chessboard_pipelines.errors import RECALC_POISON
@@ -33,8 +32,8 @@ from pin_chessboard_pipelines.recalc.drain_timing import (
     slot_for,
 )
 from pin_chessboard_pipelines.recalc.queue import due_summary, next_due_in, poison_rows
-from pin_chessboard_pipelines.retry import StopReason
 from pin_chessboard_pipelines.settings import load_settings
+from pin_chessboard_pipelines.stopper import StopReason
 
 JOB_NAME = "project_aggregates_recalc"
 OP_PREFIX = "drain_"  # the drain steps: drain_0 .. drain_{N-1}

@@ -14,7 +14,7 @@ import logging
 import dagster as dg
 
 from pin_chessboard_pipelines.defs import dagster_private as private
-from pin_chessboard_pipelines.defs.executors import concurrent_steps_config
+from pin_chessboard_pipelines.defs.fan_out import concurrent_steps_config
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import.config import (
     BOOTSTRAP_JOB,
