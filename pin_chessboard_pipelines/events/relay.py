@@ -16,8 +16,9 @@ Claiming: ONE active relay at a time, under a PostgreSQL session advisory lock
 
 Rows of one key are written under the aggregate's row lock, so their ids are in commit order.
 A row is marked `published_at` only after the broker acknowledged it (no failure report once the
-flush has nothing left; the producer reports failures only), in one UPDATE per batch; a crash between produce and mark republishes the row with the same messageId
-(at least once, never lost). When some deliveries of a batch fail (broker down), acknowledged
+flush has nothing left; the producer reports failures only: relay_producer.py), in one UPDATE per
+batch; a crash between produce and mark republishes the row with the same messageId (at least
+once, never lost). When some deliveries of a batch fail (broker down), acknowledged
 rows of the same key that come after a failed one are left unmarked too, so the last delivery of
 every key is still in commit order; the failed rows are retried first, with backoff. After a
 failure the producer is rebuilt (an idempotent producer's state dies with the broker's) and the
@@ -29,20 +30,15 @@ one failure policy (`RELAY_POLICY`, retry.py) within the call's time budget.
 
 from __future__ import annotations
 
-import gc
 import logging
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
-from opentelemetry.trace import SpanKind
 from sqlalchemy.engine import Connection, Engine
 
 from pin_chessboard_pipelines.errors import OutboxDeliveryFailed, error_line
@@ -50,17 +46,11 @@ from pin_chessboard_pipelines.events.messages import (
     DEFAULT_MESSAGE_TIMEOUT_MS,
     ID,
     KEY,
-    MESSAGE_ID,
-    PAYLOAD,
     TOPIC,
-    TRACEPARENT_HEADER,
     RelayResult,
-    batch_headers,
     held_back,
-    message_values,
-    producer_config,
 )
-from pin_chessboard_pipelines.events.topics_admin import ensure_topics
+from pin_chessboard_pipelines.events.relay_producer import Batch, BatchProducer
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import OUTBOX_PUBLISH_ERRORS, OUTBOX_PUBLISHED
@@ -107,14 +97,12 @@ class OutboxRelay:
         self.message_timeout_ms = message_timeout_ms
         self.policy = policy
         self.producer_overrides = dict(producer_overrides or {})
-        self._producer: Producer | None = None
-        self._topics_ready = False
+        self._producer = BatchProducer(bootstrap_servers, message_timeout_ms, producer_overrides)
         # cumulative over the relay's life (a long-lived relay's health, read by its owner)
         self.published_total = 0
         self.failed_attempts_total = 0
         self._queries = queries("outbox")
         self._cursor_queries = cursor_queries("outbox")
-        self._failures: list[tuple[str | None, str]] = []  # (messageId, error) of the batch in flight
 
     # -- public -------------------------------------------------------------------------------
 
@@ -176,7 +164,7 @@ class OutboxRelay:
         decision = call.streak.decide(error)
         if not self._pause(call, decision, error_line(error)):
             return False
-        self._discard_producer()  # whatever it had in flight is sent again under the new session
+        self._producer.discard()  # whatever it had in flight is sent again under the new session
         return True
 
     def _pause(self, call: _Call, decision: RetryDecision, error: str | None) -> bool:
@@ -197,9 +185,7 @@ class OutboxRelay:
         return call.stopper.sleep(wait)
 
     def close(self) -> None:
-        if self._producer is not None:
-            self._producer.flush(5)
-            self._producer = None
+        self._producer.close()
 
     def __enter__(self) -> OutboxRelay:
         return self
@@ -250,16 +236,14 @@ class OutboxRelay:
         """
         result = call.result
 
-        def fetch(after: int) -> _Batch:
+        def fetch(after: int) -> Batch:
             # plain tuples off the driver's cursor: no result-row objects for thousands of rows
             with Cursor(conn) as cur:
                 cur.execute(
                     self._cursor_queries["outbox_pending_batch"],
                     {"after": after, "upto": upto, "limit": self.batch_size},
                 )
-                rows = cur.fetchall()
-            with _gc_paused():  # tens of thousands of header tuples: no collections meanwhile
-                return _Batch(rows, message_values([row[PAYLOAD] for row in rows]), batch_headers(rows))
+                return Batch.of(cur.fetchall())
 
         if call.over():
             return "stopped"
@@ -281,7 +265,7 @@ class OutboxRelay:
                     saw_rows = True
                     result.batches += 1
                     next_rows = None if call.over() else db.submit(fetch_traced, rows[-1][ID])
-                    failed_ids, error = self._send(batch)
+                    failed_ids, error = self._producer.send(batch)
                     if failed_ids:
                         held = held_back([(row[ID], row[KEY]) for row in rows], failed_ids)
                         to_mark = [row[ID] for row in rows if row[ID] not in held]
@@ -311,84 +295,6 @@ class OutboxRelay:
             Pending=pending,
             Error=repr(error),
         )
-
-    def _send(self, batch: _Batch) -> tuple[set[int], str | None]:
-        """Produces one batch and waits for the broker: (failed ids, error); every other row of the
-        batch was acknowledged. In a span linked to the traces that wrote the rows (their messages
-        carry those, not this one)."""
-        rows = batch.rows
-        if not tracing.tracing_enabled():
-            return self._produce(batch)
-        with tracing.span(
-            "outbox.relay",
-            {
-                "messaging.system": "kafka",
-                "messaging.operation.type": "send",
-                "messaging.batch.message_count": len(rows),
-                "pin.outbox.topics": len({row[TOPIC] for row in rows}),
-            },
-            kind=SpanKind.PRODUCER,
-            links=tracing.links_from_traceparents(row[TRACEPARENT_HEADER] for row in rows),
-        ):
-            failed_ids, error = self._produce(batch)
-            tracing.set_attributes(
-                {"pin.outbox.acked": len(rows) - len(failed_ids), "pin.outbox.failed": len(failed_ids)}
-            )
-            if error is not None:
-                tracing.record_error(KafkaException(error))
-            return failed_ids, error
-
-    def _produce(self, batch: _Batch) -> tuple[set[int], str | None]:
-        """The batch's messages, then one flush. The producer reports failed deliveries only
-        (`delivery.report.only.error`): once flush has nothing left, every message without a
-        report was acknowledged. Whatever goes wrong otherwise (a flush that times out, a client
-        error) counts as a failure of the whole batch: nothing of it is marked."""
-        rows = batch.rows
-        failures = self._failures
-        failures.clear()
-        error: str | None = None
-        try:
-            producer = self._ready_producer()
-            produce = producer.produce
-            for row, value, headers in zip(rows, batch.values, batch.headers, strict=True):
-                try:
-                    produce(row[TOPIC], value, row[KEY], headers=headers)
-                except BufferError:  # the local queue is full: let deliveries drain it
-                    while True:
-                        producer.poll(0.05)
-                        try:
-                            produce(row[TOPIC], value, row[KEY], headers=headers)
-                            break
-                        except BufferError:
-                            continue
-            left = producer.flush(self.message_timeout_ms / 1000 + 10)
-            if left:
-                error = f"{left} messages not acknowledged in time"
-        except (KafkaException, TimeoutError) as exc:
-            error = exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else str(exc)
-        if error is None and not failures:
-            return set(), None
-        failed_ids = self._failed_ids(rows, failures) if error is None else None
-        if error is None:
-            error = failures[0][1]
-        self._discard_producer()
-        if failed_ids is None:
-            failed_ids = {row[ID] for row in rows}
-        return failed_ids, error
-
-    @staticmethod
-    def _failed_ids(rows: Sequence[Any], failures: list[tuple[str | None, str]]) -> set[int] | None:
-        """The ids of the failed deliveries, by their messageId header; None when one cannot be told."""
-        by_message_id = {row[MESSAGE_ID]: row[ID] for row in rows}
-        ids = {by_message_id.get(message_id) for message_id, _ in failures}
-        return None if None in ids else ids  # type: ignore[return-value]
-
-    def _on_delivery(self, error: KafkaError | None, message: Any) -> None:
-        """The producer's report of a failed delivery (only those: delivery.report.only.error)."""
-        if error is None:
-            return
-        message_id = next((v.decode() for k, v in message.headers() or () if k == "messageId"), None)
-        self._failures.append((message_id, error.str()))
 
     @staticmethod
     def _wait_for_marks(marks: list[tuple[Future, list[Any], list[int]]], call: _Call) -> None:
@@ -421,36 +327,6 @@ class OutboxRelay:
         result.published += len(to_mark)
         self.published_total += len(to_mark)
 
-    # -- producer and topics ------------------------------------------------------------------
-
-    def _ready_producer(self) -> Producer:
-        if not self._topics_ready:
-            ensure_topics(self.bootstrap_servers, timeout=min(10.0, max(1.0, self.message_timeout_ms / 1000)))
-            self._topics_ready = True
-        if self._producer is None:
-            self._producer = Producer(
-                producer_config(
-                    self.bootstrap_servers,
-                    **{
-                        "message.timeout.ms": self.message_timeout_ms,
-                        "delivery.report.only.error": True,
-                        "on_delivery": self._on_delivery,
-                        **self.producer_overrides,
-                    },
-                )
-            )
-        return self._producer
-
-    def _discard_producer(self) -> None:
-        producer, self._producer = self._producer, None
-        self._topics_ready = False
-        if producer is not None:
-            try:
-                producer.purge()
-                producer.flush(0)
-            except KafkaException:
-                pass
-
 
 class _MarkConnection:
     """The connection a pass marks rows on, opened at its first mark (a pass that finds nothing
@@ -482,39 +358,6 @@ class _MarkConnection:
             conn.invalidate()
         finally:
             conn.close()
-
-
-@dataclass(frozen=True)
-class _Batch:
-    """Rows of outbox_pending_batch with their Kafka values and headers, made off the main thread."""
-
-    rows: Sequence[Any]
-    values: list[bytes]
-    headers: list[list[tuple[str, str | bytes | None]]]
-
-
-_gc_lock = threading.Lock()
-_gc_pauses = 0
-_gc_was_enabled = False
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic collections while a batch's objects are made (the relay's threads may overlap: the
-    last one out turns the collector back on, if it was on)."""
-    global _gc_pauses, _gc_was_enabled
-    with _gc_lock:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()
 
 
 @dataclass
