@@ -59,7 +59,7 @@ def _relay(args: argparse.Namespace) -> int:
 
 def _events(args: argparse.Namespace) -> int:
     """Messages per pin.chessboard topic and the latest events, as a downstream consumer sees them."""
-    from pin_chessboard_pipelines.events.consumer import latest_events, topic_counts
+    from pin_chessboard_pipelines.events.reference_consumer import latest_events, topic_counts
     from pin_chessboard_pipelines.settings import load_settings
 
     bootstrap = load_settings().kafka_bootstrap_servers

@@ -174,7 +174,7 @@ class DeadLetterWriter:
 
 
 class Applier(Protocol):
-    """What replay_dead_letters needs of a consumer (events/consume.py BatchConsumer)."""
+    """What replay_dead_letters needs of a consumer (events/consume_loop.py BatchConsumer)."""
 
     @property
     def name(self) -> str: ...

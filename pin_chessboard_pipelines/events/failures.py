@@ -1,5 +1,5 @@
 """Whose failure it is when messages of a poll batch fail on their own (docs/events.md#dead-letters):
-pure functions, the consumers' loop (events/consume.py) acts on the verdict.
+pure functions, the consumers' loop (events/consume_loop.py) acts on the verdict.
 
 A batch that keeps failing for a permanent reason is applied again message by message. Then:
 

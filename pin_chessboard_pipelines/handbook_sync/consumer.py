@@ -26,15 +26,8 @@ from confluent_kafka import Consumer
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.errors import SYNC_VALIDATION_FAILED, HandbookSyncFailed, error_line
-from pin_chessboard_pipelines.events.consume import (
-    BatchConsumer,
-    ConsumerEvents,
-    ConsumerOptions,
-    Partition,
-    check_partitions,
-    group_lag,
-    partition_lag,
-)
+from pin_chessboard_pipelines.events.consume_loop import BatchConsumer, ConsumerEvents, ConsumerOptions
+from pin_chessboard_pipelines.events.offsets import Partition, check_partitions, group_lag, partition_lag
 from pin_chessboard_pipelines.handbook_sync import store
 from pin_chessboard_pipelines.handbook_sync.values import (
     HandbookValue,

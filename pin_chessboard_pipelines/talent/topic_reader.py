@@ -23,8 +23,8 @@ from confluent_kafka import Consumer
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.entities import TOPICS
-from pin_chessboard_pipelines.events.consume import check_partitions
-from pin_chessboard_pipelines.events.consume import group_lag as committed_lag
+from pin_chessboard_pipelines.events.offsets import check_partitions
+from pin_chessboard_pipelines.events.offsets import group_lag as committed_lag
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP, TALENT_SYNC_LOCK
 
 Item = dict[str, Any]

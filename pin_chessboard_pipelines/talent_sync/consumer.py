@@ -47,13 +47,8 @@ from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused, SyncFailed
-from pin_chessboard_pipelines.events.consume import (
-    BatchConsumer,
-    ConsumerEvents,
-    ConsumerOptions,
-    Partition,
-    partition_lag,
-)
+from pin_chessboard_pipelines.events.consume_loop import BatchConsumer, ConsumerEvents, ConsumerOptions
+from pin_chessboard_pipelines.events.offsets import Partition, partition_lag
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import (

@@ -12,9 +12,9 @@ from confluent_kafka import Producer
 
 from pin_chessboard_pipelines.events import exact_json
 from pin_chessboard_pipelines.events import payloads as p
-from pin_chessboard_pipelines.events.consumer import read_events
 from pin_chessboard_pipelines.events.fast_path import relay_pending
 from pin_chessboard_pipelines.events.outbox import OutboxEvent, write_outbox
+from pin_chessboard_pipelines.events.reference_consumer import read_events
 from pin_chessboard_pipelines.events.topics_admin import ensure_topics
 from tests.unit.test_event_contracts import HANDBOOK, project_row
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from pin_chessboard_pipelines.events.consumer import read_events
 from pin_chessboard_pipelines.events.fast_path import relay_pending
 from pin_chessboard_pipelines.events.payloads import EVENT_TYPES, PROJECT_UPSERTED, topic_of
+from pin_chessboard_pipelines.events.reference_consumer import read_events
 from pin_chessboard_pipelines.handbook_sync import HandbookSync
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.handbook import (

@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, SYNC_VALIDATION_FAILED, Refused
-from pin_chessboard_pipelines.events.consumer import read_events
 from pin_chessboard_pipelines.events.payloads import PROJECT_UPSERTED, topic_of
+from pin_chessboard_pipelines.events.reference_consumer import read_events
 from pin_chessboard_pipelines.handbook_sync import HandbookSync
 from pin_chessboard_pipelines.handbook_sync import store as handbook_store
 from pin_chessboard_pipelines.handbook_sync.values import HandbookValue, Kind
@@ -222,19 +222,19 @@ class Crash(BaseException):
 def test_a_batch_read_again_after_a_crash_quarantines_its_invalid_values_once(
     engine, broker, projects, monkeypatch
 ):
-    from pin_chessboard_pipelines.events import consume
+    from pin_chessboard_pipelines.events import consume_loop
 
     produce(broker, REGIONS_TOPIC, "78", {"id": 78, "name": "", "version": 2})
     produce(broker, REGIONS_TOPIC, "54", {"id": 54, "name": "Новосибирская обл.", "version": 2})
-    commit = consume.commit_batch
+    commit = consume_loop.commit_batch
 
     def crash(*_args, **_kwargs):
         raise Crash
 
-    monkeypatch.setattr(consume, "commit_batch", crash)
+    monkeypatch.setattr(consume_loop, "commit_batch", crash)
     with pytest.raises(Crash):
         sync(engine, broker)
-    monkeypatch.setattr(consume, "commit_batch", commit)
+    monkeypatch.setattr(consume_loop, "commit_batch", commit)
     again = sync(engine, broker)
 
     assert again.failed == 1  # seen again, still invalid

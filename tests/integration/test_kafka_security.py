@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from pin_chessboard_pipelines.events.consumer import read_events
 from pin_chessboard_pipelines.events.outbox import OutboxEvent, pending_summary, write_outbox
 from pin_chessboard_pipelines.events.payloads import DEVELOPER_UPSERTED, topic_of
+from pin_chessboard_pipelines.events.reference_consumer import read_events
 from tests.support.kafka_tls import TlsFiles, make_tls_files, tls_broker
 
 PASSWORD = "Pw-Zq7xK-never-printed-0C0FFEE"  # distinctive: found if it leaks anywhere

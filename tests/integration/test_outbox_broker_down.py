@@ -18,9 +18,9 @@ from collections import defaultdict
 import pytest
 import sqlalchemy as sa
 
-from pin_chessboard_pipelines.events.consumer import EventProjection, read_events
 from pin_chessboard_pipelines.events.outbox import OutboxEvent, write_outbox
 from pin_chessboard_pipelines.events.payloads import PROPERTY_OBJECT_UPSERTED, topic_of
+from pin_chessboard_pipelines.events.reference_consumer import EventProjection, read_events
 from pin_chessboard_pipelines.events.relay import OutboxRelay
 from pin_chessboard_pipelines.events.topics_admin import contract_topics, topic_partitions
 from pin_chessboard_pipelines.retry import FailurePolicy

@@ -24,9 +24,9 @@ from pin_chessboard_pipelines.defs.outbox.definitions import (
     outbox_relay_sensor,
 )
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
-from pin_chessboard_pipelines.events.consumer import read_events
 from pin_chessboard_pipelines.events.outbox import OutboxEvent, pending_summary, write_outbox
 from pin_chessboard_pipelines.events.payloads import DEVELOPER_UPSERTED
+from pin_chessboard_pipelines.events.reference_consumer import read_events
 from pin_chessboard_pipelines.runtime.embedded import free_port
 from pin_chessboard_pipelines.store.tables import outbox_messages
 

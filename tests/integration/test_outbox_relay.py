@@ -11,7 +11,6 @@ from decimal import Decimal
 
 import sqlalchemy as sa
 
-from pin_chessboard_pipelines.events.consumer import EventProjection, read_events
 from pin_chessboard_pipelines.events.fast_path import relay_after_commit, relay_pending
 from pin_chessboard_pipelines.events.outbox import (
     HEADER_NAMES,
@@ -29,6 +28,7 @@ from pin_chessboard_pipelines.events.payloads import (
     project_upserted,
     topic_of,
 )
+from pin_chessboard_pipelines.events.reference_consumer import EventProjection, read_events
 from pin_chessboard_pipelines.events.relay import (
     RELAY_LOCK,
     OutboxRelay,

@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 from pin_chessboard_pipelines.entities import ENTITIES, PROPERTY_OBJECT, pin_id
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused, SyncFailed
-from pin_chessboard_pipelines.events.consumer import read_events
 from pin_chessboard_pipelines.events.payloads import PROPERTY_OBJECT_UPSERTED, topic_of
+from pin_chessboard_pipelines.events.reference_consumer import read_events
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer
 from pin_chessboard_pipelines.replica.apply import STREAMING_RUN_ID
 from pin_chessboard_pipelines.stopper import StopReason

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from pin_chessboard_pipelines.cli import main
 from pin_chessboard_pipelines.entities import BUILDING, DEVELOPER, PROJECT, PROPERTY_OBJECT
 from pin_chessboard_pipelines.errors import SYNC_PARENT_NOT_FOUND
-from pin_chessboard_pipelines.events import consume
+from pin_chessboard_pipelines.events import consume_loop
 from pin_chessboard_pipelines.events.dead_letters import replay_dead_letters
 from pin_chessboard_pipelines.stopper import StopReason
 from pin_chessboard_pipelines.talent.simulator.publish import ensure_topics
@@ -232,15 +232,15 @@ def test_a_batch_read_again_after_a_crash_does_not_quarantine_twice(engine, brok
     produce(broker, PROJECT.topic, invalid, {**project(invalid, dev), "countryId": 999})  # unknown country
     url = engine.url.render_as_string(hide_password=False)
     counted = sample_value(url, "chessboard_sync_failed_items_total", consumer="talent-sync")
-    real_commit = consume.commit_batch
+    real_commit = consume_loop.commit_batch
 
     def crash(*_args, **_kwargs):
         raise Crash
 
-    monkeypatch.setattr(consume, "commit_batch", crash)
+    monkeypatch.setattr(consume_loop, "commit_batch", crash)
     with pytest.raises(Crash):
         _sync(engine, broker)
-    monkeypatch.setattr(consume, "commit_batch", real_commit)
+    monkeypatch.setattr(consume_loop, "commit_batch", real_commit)
     assert _sync(engine, broker).stopped is StopReason.DONE
 
     quarantined = "SELECT count(*) FROM chessboard.talent_import_failed_items WHERE external_id = :id"

@@ -13,10 +13,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from pin_chessboard_pipelines.entities import ENTITIES, PROJECT
-from pin_chessboard_pipelines.events.consumer import EventProjection, read_events
 from pin_chessboard_pipelines.events.fast_path import relay_pending
 from pin_chessboard_pipelines.events.outbox import HEADER_NAMES
 from pin_chessboard_pipelines.events.payloads import topic_of
+from pin_chessboard_pipelines.events.reference_consumer import EventProjection, read_events
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.recalc.drain import drain
 from pin_chessboard_pipelines.store.tables import outbox_messages

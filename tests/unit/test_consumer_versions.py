@@ -8,13 +8,13 @@ import uuid
 
 from pin_chessboard_pipelines.events import exact_json
 from pin_chessboard_pipelines.events import payloads as p
-from pin_chessboard_pipelines.events.consumer import (
+from pin_chessboard_pipelines.events.outbox import OutboxEvent
+from pin_chessboard_pipelines.events.reference_consumer import (
     APPLIED,
     UNKNOWN_VERSION,
     ChessboardEvent,
     EventProjection,
 )
-from pin_chessboard_pipelines.events.outbox import OutboxEvent
 from tests.unit.test_event_contracts import HANDBOOK, project_row
 
 TOPIC_V1 = p.topic_of(p.PROJECT_UPSERTED)
@@ -44,7 +44,7 @@ def project_without(payload: dict, name: str) -> dict:
 def test_an_unknown_major_version_is_logged_and_counted_not_applied(caplog):
     payload = project()
     projection = EventProjection()
-    with caplog.at_level(logging.WARNING, logger="pin_chessboard_pipelines.events.consumer"):
+    with caplog.at_level(logging.WARNING, logger="pin_chessboard_pipelines.events.reference_consumer"):
         outcome = projection.apply(event(payload, version=2, topic=p.topic_of(p.PROJECT_UPSERTED, 2)))
     assert outcome == UNKNOWN_VERSION
     assert projection.state == {} and projection.applied_versions == {}

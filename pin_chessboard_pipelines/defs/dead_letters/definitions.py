@@ -11,7 +11,7 @@ from pin_chessboard_pipelines.defs.dead_letters.listing import list_dead_letters
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import graceful_interrupts
 from pin_chessboard_pipelines.errors import ChessboardError
-from pin_chessboard_pipelines.events.consume import BatchConsumer
+from pin_chessboard_pipelines.events.consume_loop import BatchConsumer
 from pin_chessboard_pipelines.events.dead_letters import replay_dead_letters
 from pin_chessboard_pipelines.handbook_sync import HandbookSync
 from pin_chessboard_pipelines.talent.flag import talent_sync_disabled
