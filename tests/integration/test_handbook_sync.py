@@ -325,7 +325,7 @@ def test_a_rename_during_a_long_lived_drain_slot_reaches_every_recalc_after_it(e
     """The recalc keeps the handbook for its whole slot, yet every event written after
     handbook-sync's commit carries the new name: each project's transaction takes HANDBOOK_CHANGE_LOCK
     shared and reads the handbook again when handbook-sync changed it."""
-    from pin_chessboard_pipelines.recalc.drain import drain_until
+    from pin_chessboard_pipelines.recalc.drain_slot import drain_until
     from tests.support.recalc_data import StoreBuilder, standard_project
 
     with engine.begin() as conn:

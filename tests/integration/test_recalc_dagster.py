@@ -301,7 +301,7 @@ def test_long_lived_drain_takes_rows_as_they_fall_due_until_its_slot_ends(db_url
     takes it in a pass of its own, never before its DueAt, and stops when its slot ends. The slot
     ends (the run's clock jumps to it) once the third row is taken, whatever the machine's speed;
     how soon after DueAt a row is taken is a figure of benchmarks/recalc_lag_daemon.py."""
-    from pin_chessboard_pipelines.recalc.drain import drain_until
+    from pin_chessboard_pipelines.recalc.drain_slot import drain_until
 
     due_in = 0.3
     with engine.begin() as conn:
@@ -332,7 +332,7 @@ def test_long_lived_drain_takes_rows_as_they_fall_due_until_its_slot_ends(db_url
 
 
 def test_a_drain_run_that_starts_after_its_slot_still_drains_what_is_due(db_url, engine):
-    from pin_chessboard_pipelines.recalc.drain import drain_until
+    from pin_chessboard_pipelines.recalc.drain_slot import drain_until
 
     with engine.begin() as conn:
         b = StoreBuilder(conn)

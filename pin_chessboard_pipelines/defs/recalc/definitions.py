@@ -1,7 +1,7 @@
 """project-aggregates-recalc in Dagster (docs/project-aggregates-recalc.md): the drain job, its 5 s sensor, and the checks
 that make drift and poison rows visible on the `chessboard_aggregates` asset.
 
-Thin shells over recalc/: the loop is `recalc.drain.drain_until` (a run polls the queue for one time
+Thin shells over recalc/: the loop is `recalc.drain_slot.drain_until` (a run polls the queue for one time
 slot, `recalc.drain_timing`), the audit `recalc.audit.audit`. The job holds 16
 drain steps (`drain_0` ..); a run starts CHESSBOARD_RECALC_DRAINS of them (defs/fan_out.py), each
 claims its own rows.
@@ -24,7 +24,8 @@ from pin_chessboard_pipelines.errors import RECALC_POISON
 from pin_chessboard_pipelines.observability import metrics
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.recalc.audit import audit, drift
-from pin_chessboard_pipelines.recalc.drain import REPUBLISHED, DrainResult, drain, drain_until, store_policy
+from pin_chessboard_pipelines.recalc.drain import REPUBLISHED, DrainResult, drain, store_policy
+from pin_chessboard_pipelines.recalc.drain_slot import drain_until
 from pin_chessboard_pipelines.recalc.drain_timing import (
     drain_run_key,
     needs_drain_run,
