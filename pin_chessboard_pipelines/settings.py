@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from pin_chessboard_pipelines.errors import ConfigError, mask_url_passwords
@@ -159,73 +159,51 @@ def _otel_traces_endpoint(env: Mapping[str, str]) -> str | None:
     return None if base is None else base + "/v1/traces"
 
 
+def _positive_seconds(raw: str) -> float:
+    value = _seconds(0)(raw)
+    if value <= 0:
+        raise ValueError(raw)
+    return value
+
+
+# The variables read by one parser each: (Settings field, variable, default, parser, what it must be).
+# fmt: off
+_PARSED: tuple[tuple[str, str, Any, Callable[[str], Any], str], ...] = (
+    ("database_url", "CHESSBOARD_DATABASE_URL", None, _postgres_url, "a postgresql:// URL"),
+    ("talent_api_url", "TALENT_API_URL", DEFAULT_TALENT_API_URL, _http_url, "an http(s):// URL"),
+    ("kafka_bootstrap_servers", "KAFKA_BOOTSTRAP_SERVERS", DEFAULT_KAFKA_BOOTSTRAP_SERVERS, _bootstrap, "host:port[,host:port...]"),
+    ("talent_sync_enabled", "CHESSBOARD_TALENT_SYNC_ENABLED", True, _bool, "true or false"),
+    ("import_page_size", "CHESSBOARD_IMPORT_PAGE_SIZE", 500, _int_in(1, 2000), "an integer 1..2000"),
+    ("import_lease_seconds", "CHESSBOARD_IMPORT_LEASE_SECONDS", 600, _int_in(1, 86400), "an integer 1..86400 (seconds)"),
+    ("import_lock_timeout_seconds", "CHESSBOARD_IMPORT_LOCK_TIMEOUT_SECONDS", 300.0, _seconds(0), "a number of seconds >= 0"),
+    ("recalc_debounce_seconds", "CHESSBOARD_RECALC_DEBOUNCE_SECONDS", 30.0, _seconds(0), "a number of seconds >= 0"),
+    ("recalc_cap_seconds", "CHESSBOARD_RECALC_CAP_SECONDS", 300.0, _seconds(0), "a number of seconds >= 0"),
+    ("recalc_batch_size", "CHESSBOARD_RECALC_BATCH_SIZE", 50, _int_in(1, 10000), "an integer 1..10000"),
+    ("recalc_poison_attempts", "CHESSBOARD_RECALC_POISON_ATTEMPTS", 5, _int_in(1, 1000), "an integer 1..1000"),
+    ("outbox_retention_seconds", "CHESSBOARD_OUTBOX_RETENTION_SECONDS", 7 * 86400, _int_in(0, 10**9), "an integer >= 0 (seconds)"),
+    ("recalc_drain_lifetime_seconds", "CHESSBOARD_RECALC_DRAIN_LIFETIME_SECONDS", 300.0, _seconds(1), "a number of seconds >= 1"),
+    ("recalc_drain_poll_seconds", "CHESSBOARD_RECALC_DRAIN_POLL_SECONDS", 1.0, _seconds(0.05), "a number of seconds >= 0.05"),
+    ("recalc_drain_lead_seconds", "CHESSBOARD_RECALC_DRAIN_LEAD_SECONDS", 30.0, _seconds(0), "a number of seconds >= 0"),
+    ("run_retention_days", "CHESSBOARD_RUN_RETENTION_DAYS", 7, _int_in(1, 36500), "an integer 1..36500 (days)"),
+    ("otel_sdk_disabled", "OTEL_SDK_DISABLED", False, _bool, "true or false"),
+    ("talent_api_timeout_seconds", "TALENT_API_TIMEOUT_SECONDS", 30.0, _positive_seconds, "a number of seconds > 0"),
+    ("import_page_retry_seconds", "CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS", 600.0, _seconds(0), "a number of seconds >= 0"),
+    ("recalc_drains", "CHESSBOARD_RECALC_DRAINS", 1, _int_in(1, 16), "an integer 1..16"),
+)
+# fmt: on
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     state_dir = Path(env.get("PIN_CHESSBOARD_STATE_DIR") or PROJECT_ROOT / ".state").resolve()
+    parsed = {field: _parse(env, name, default, parse, what) for field, name, default, parse, what in _PARSED}
     return Settings(
-        database_url=_parse(env, "CHESSBOARD_DATABASE_URL", None, _postgres_url, "a postgresql:// URL"),
+        **parsed,
         dagster_home=Path(env.get("DAGSTER_HOME") or state_dir / "dagster_home").resolve(),
         state_dir=state_dir,
-        talent_api_url=_parse(env, "TALENT_API_URL", DEFAULT_TALENT_API_URL, _http_url, "an http(s):// URL"),
         talent_api_token=env.get("TALENT_API_TOKEN") or None,
-        kafka_bootstrap_servers=_parse(
-            env,
-            "KAFKA_BOOTSTRAP_SERVERS",
-            DEFAULT_KAFKA_BOOTSTRAP_SERVERS,
-            _bootstrap,
-            "host:port[,host:port...]",
-        ),
-        talent_sync_enabled=_parse(env, "CHESSBOARD_TALENT_SYNC_ENABLED", True, _bool, "true or false"),
-        import_page_size=_parse(
-            env, "CHESSBOARD_IMPORT_PAGE_SIZE", 500, _int_in(1, 2000), "an integer 1..2000"
-        ),
-        import_lease_seconds=_parse(
-            env, "CHESSBOARD_IMPORT_LEASE_SECONDS", 600, _int_in(1, 86400), "an integer 1..86400 (seconds)"
-        ),
-        import_lock_timeout_seconds=_parse(
-            env, "CHESSBOARD_IMPORT_LOCK_TIMEOUT_SECONDS", 300.0, _seconds(0), "a number of seconds >= 0"
-        ),
-        recalc_debounce_seconds=_parse(
-            env, "CHESSBOARD_RECALC_DEBOUNCE_SECONDS", 30.0, _seconds(0), "a number of seconds >= 0"
-        ),
-        recalc_cap_seconds=_parse(
-            env, "CHESSBOARD_RECALC_CAP_SECONDS", 300.0, _seconds(0), "a number of seconds >= 0"
-        ),
-        recalc_batch_size=_parse(
-            env, "CHESSBOARD_RECALC_BATCH_SIZE", 50, _int_in(1, 10000), "an integer 1..10000"
-        ),
-        recalc_poison_attempts=_parse(
-            env, "CHESSBOARD_RECALC_POISON_ATTEMPTS", 5, _int_in(1, 1000), "an integer 1..1000"
-        ),
-        outbox_retention_seconds=_parse(
-            env,
-            "CHESSBOARD_OUTBOX_RETENTION_SECONDS",
-            7 * 86400,
-            _int_in(0, 10**9),
-            "an integer >= 0 (seconds)",
-        ),
-        recalc_drain_lifetime_seconds=_parse(
-            env, "CHESSBOARD_RECALC_DRAIN_LIFETIME_SECONDS", 300.0, _seconds(1), "a number of seconds >= 1"
-        ),
-        recalc_drain_poll_seconds=_parse(
-            env, "CHESSBOARD_RECALC_DRAIN_POLL_SECONDS", 1.0, _seconds(0.05), "a number of seconds >= 0.05"
-        ),
-        recalc_drain_lead_seconds=_parse(
-            env, "CHESSBOARD_RECALC_DRAIN_LEAD_SECONDS", 30.0, _seconds(0), "a number of seconds >= 0"
-        ),
-        run_retention_days=_parse(
-            env, "CHESSBOARD_RUN_RETENTION_DAYS", 7, _int_in(1, 36500), "an integer 1..36500 (days)"
-        ),
         otel_traces_endpoint=_otel_traces_endpoint(env),
-        otel_sdk_disabled=_parse(env, "OTEL_SDK_DISABLED", False, _bool, "true or false"),
-        talent_api_timeout_seconds=_parse(
-            env, "TALENT_API_TIMEOUT_SECONDS", 30.0, _positive_seconds, "a number of seconds > 0"
-        ),
-        import_page_retry_seconds=_parse(
-            env, "CHESSBOARD_IMPORT_PAGE_RETRY_SECONDS", 600.0, _seconds(0), "a number of seconds >= 0"
-        ),
         dagster_executor=load_dagster_executor(env),
-        recalc_drains=_parse(env, "CHESSBOARD_RECALC_DRAINS", 1, _int_in(1, 16), "an integer 1..16"),
         kafka_properties=kafka_properties(env),
         kafka_topic_replication=topic_replication(env),
         contract_versions=parse_contract_versions(env),
@@ -287,13 +265,6 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
         return raw
 
     return parse
-
-
-def _positive_seconds(raw: str) -> float:
-    value = _seconds(0)(raw)
-    if value <= 0:
-        raise ValueError(raw)
-    return value
 
 
 def redact_url(url: str | None) -> str | None:
