@@ -145,17 +145,7 @@ class HandbookSync(BatchConsumer[HandbookSyncResult]):
     # -- applying -----------------------------------------------------------------------------
 
     def _apply_batch(self, messages: list[Any], result: HandbookSyncResult) -> bool:
-        values: list[HandbookValue] = []
-        invalid: list[InvalidValue] = []
-        tombstones = 0
-        for m in messages:
-            decoded = decode(m.topic(), m.key(), m.value())
-            if decoded is None:
-                tombstones += 1
-            elif isinstance(decoded, InvalidValue):
-                invalid.append(replace(decoded, source=message_source(m)))
-            else:
-                values.append(decoded)
+        values, invalid, tombstones = _decoded(messages)
         latest = newest(values)
         started = time.perf_counter()
         first_batches: list[store.BatchDone] = []
@@ -169,7 +159,24 @@ class HandbookSync(BatchConsumer[HandbookSyncResult]):
                     first_batches.append(done)
         seconds = time.perf_counter() - started
         # counted once the transaction committed
-        result.messages += len(messages)
+        self._count_applied(result, len(messages), tombstones, values, latest, applied, invalid, seconds)
+        self._report(invalid, applied.renames or [], result)
+        for done in first_batches:
+            self._count_batch(done, seconds, result)
+        return True  # the relay's fast path runs after every batch
+
+    @staticmethod
+    def _count_applied(
+        result: HandbookSyncResult,
+        messages: int,
+        tombstones: int,
+        values: list[HandbookValue],
+        latest: list[HandbookValue],
+        applied: store.Applied,
+        invalid: list[InvalidValue],
+        seconds: float,
+    ) -> None:
+        result.messages += messages
         result.tombstones += tombstones
         result.applied += applied.applied
         result.skipped += applied.skipped + (len(values) - len(latest))
@@ -186,6 +193,9 @@ class HandbookSync(BatchConsumer[HandbookSyncResult]):
             for name, n in counts.items():
                 if n:
                     HANDBOOK_SYNC_MESSAGES.labels(kind.topic, name).inc(n)
+
+    def _report(self, invalid: list[InvalidValue], renames: list[Any], result: HandbookSyncResult) -> None:
+        """The quarantined values and the renames: counted and logged, one line each."""
         for q in invalid:
             HANDBOOK_SYNC_MESSAGES.labels(q.kind.topic, "failed").inc()
             log_event(
@@ -198,7 +208,7 @@ class HandbookSync(BatchConsumer[HandbookSyncResult]):
                 CorrelationId=self.correlation_id,
                 Error=q.message,
             )
-        for rename in applied.renames or []:
+        for rename in renames:
             result.renamed += 1
             result.renames.append(
                 {
@@ -219,9 +229,6 @@ class HandbookSync(BatchConsumer[HandbookSyncResult]):
                 Version=rename.version,
                 CorrelationId=self.correlation_id,
             )
-        for done in first_batches:
-            self._count_batch(done, seconds, result)
-        return True  # the relay's fast path runs after every batch
 
     def _republish_pending(self, result: HandbookSyncResult, stopper: Stopper) -> bool:
         """Republishes every pending region / city to its end; False when stopped in between."""
@@ -317,3 +324,19 @@ def republish_pending(engine: Engine) -> int:
     """Regions / cities whose republish is not finished (the sensor starts a run for them too)."""
     with engine.connect() as conn:
         return len(store.pending_republishes(conn))
+
+
+def _decoded(messages: list[Any]) -> tuple[list[HandbookValue], list[InvalidValue], int]:
+    """A batch's values, its invalid values (with their origin) and its tombstones' count."""
+    values: list[HandbookValue] = []
+    invalid: list[InvalidValue] = []
+    tombstones = 0
+    for m in messages:
+        decoded = decode(m.topic(), m.key(), m.value())
+        if decoded is None:
+            tombstones += 1
+        elif isinstance(decoded, InvalidValue):
+            invalid.append(replace(decoded, source=message_source(m)))
+        else:
+            values.append(decoded)
+    return values, invalid, tombstones
