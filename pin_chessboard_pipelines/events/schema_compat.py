@@ -24,9 +24,9 @@ _SUBSCHEMA = frozenset({"items", "then", "else", "additionalProperties", "uneval
 
 def breaking_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The changes from `old` to `new` that are not additive, one line each ([] = additive only)."""
-    found: list[str] = []
-    _compare(old, new, old, new, "$", found, set())
-    return found
+    comparison = _Comparison(old, new)
+    comparison.compare(old, new, "$")
+    return comparison.found
 
 
 def _resolve(node: Any, root: dict[str, Any], seen: set[str] | None = None) -> Any:
@@ -54,72 +54,76 @@ def _types(node: dict[str, Any]) -> frozenset[str] | None:
     return frozenset([kind] if isinstance(kind, str) else kind)
 
 
-def _compare(
-    old: Any,
-    new: Any,
-    old_root: dict[str, Any],
-    new_root: dict[str, Any],
-    path: str,
-    found: list[str],
-    seen: set,
-) -> None:
-    old, new = _resolve(old, old_root), _resolve(new, new_root)
-    if (
-        isinstance(old, bool)
-        or isinstance(new, bool)
-        or not isinstance(old, dict)
-        or not isinstance(new, dict)
-    ):
-        if old != new:
-            found.append(f"{path}: changed from {old!r} to {new!r}")
-        return
-    marker = (path, id(old), id(new))
-    if marker in seen:
-        return
-    seen.add(marker)
+class _Comparison:
+    """One walk of two schemas side by side, collecting what breaks a reader of the old one."""
 
-    old_types, new_types = _types(old), _types(new)
-    if old_types != new_types:
-        found.append(f"{path}: type changed from {_show(old_types)} to {_show(new_types)}")
+    def __init__(self, old_root: dict[str, Any], new_root: dict[str, Any]) -> None:
+        self.old_root, self.new_root = old_root, new_root
+        self.found: list[str] = []
+        self._seen: set[tuple[str, int, int]] = set()
 
-    if "enum" in old or "enum" in new:
-        if "enum" not in new:
-            found.append(f"{path}: enum removed (any value may come)")
-        elif "enum" not in old:
-            found.append(f"{path}: enum added, narrowed to {new['enum']}")
-        else:
-            removed = [value for value in old["enum"] if value not in new["enum"]]
-            if removed:
-                found.append(f"{path}: enum narrowed, removed {removed}")
+    def compare(self, old: Any, new: Any, path: str) -> None:
+        old, new = _resolve(old, self.old_root), _resolve(new, self.new_root)
+        if not isinstance(old, dict) or not isinstance(new, dict):  # a boolean schema, or a value
+            if old != new:
+                self.found.append(f"{path}: changed from {old!r} to {new!r}")
+            return
+        marker = (path, id(old), id(new))
+        if marker in self._seen:
+            return
+        self._seen.add(marker)
+        old_types, new_types = _types(old), _types(new)
+        if old_types != new_types:
+            self.found.append(f"{path}: type changed from {_show(old_types)} to {_show(new_types)}")
+        self.found.extend(_enum_changes(old, new, path))
+        self._properties(old, new, path)
+        self._branches(old, new, path)
+        self._keywords(old, new, path)
 
-    old_props, new_props = old.get("properties", {}), new.get("properties", {})
-    for name, schema in old_props.items():
-        if name not in new_props:
-            found.append(f"{path}.{name}: property removed")
-        else:
-            _compare(schema, new_props[name], old_root, new_root, f"{path}.{name}", found, seen)
-    old_required, new_required = set(old.get("required", ())), set(new.get("required", ()))
-    for name in sorted(new_required - old_required):
-        found.append(f"{path}.{name}: new required field")
-    for name in sorted(old_required - new_required):
-        if name in new_props or name not in old_props:
-            found.append(f"{path}.{name}: no longer required (may be absent)")
+    def _properties(self, old: dict[str, Any], new: dict[str, Any], path: str) -> None:
+        old_props, new_props = old.get("properties", {}), new.get("properties", {})
+        for name, schema in old_props.items():
+            if name not in new_props:
+                self.found.append(f"{path}.{name}: property removed")
+            else:
+                self.compare(schema, new_props[name], f"{path}.{name}")
+        old_required, new_required = set(old.get("required", ())), set(new.get("required", ()))
+        for name in sorted(new_required - old_required):
+            self.found.append(f"{path}.{name}: new required field")
+        for name in sorted(old_required - new_required):
+            if name in new_props or name not in old_props:
+                self.found.append(f"{path}.{name}: no longer required (may be absent)")
 
-    for keyword in ("anyOf", "oneOf", "allOf"):
-        old_branches, new_branches = old.get(keyword), new.get(keyword)
-        if old_branches is None and new_branches is None:
-            continue
-        if old_branches is None or new_branches is None or len(old_branches) != len(new_branches):
-            found.append(f"{path}: {keyword} changed")
-            continue
-        for i, (a, b) in enumerate(zip(old_branches, new_branches, strict=True)):
-            _compare(a, b, old_root, new_root, f"{path}.{keyword}[{i}]", found, seen)
+    def _branches(self, old: dict[str, Any], new: dict[str, Any], path: str) -> None:
+        for keyword in ("anyOf", "oneOf", "allOf"):
+            old_branches, new_branches = old.get(keyword), new.get(keyword)
+            if old_branches is None and new_branches is None:
+                continue
+            if old_branches is None or new_branches is None or len(old_branches) != len(new_branches):
+                self.found.append(f"{path}: {keyword} changed")
+                continue
+            for i, (a, b) in enumerate(zip(old_branches, new_branches, strict=True)):
+                self.compare(a, b, f"{path}.{keyword}[{i}]")
 
-    for keyword in sorted((set(old) | set(new)) - ANNOTATIONS - _STRUCTURAL):
-        if keyword in _SUBSCHEMA and keyword in old and keyword in new:
-            _compare(old[keyword], new[keyword], old_root, new_root, f"{path}.{keyword}", found, seen)
-        elif _expanded(old.get(keyword), old_root) != _expanded(new.get(keyword), new_root):
-            found.append(f"{path}: {keyword} changed from {old.get(keyword)!r} to {new.get(keyword)!r}")
+    def _keywords(self, old: dict[str, Any], new: dict[str, Any], path: str) -> None:
+        for keyword in sorted((set(old) | set(new)) - ANNOTATIONS - _STRUCTURAL):
+            if keyword in _SUBSCHEMA and keyword in old and keyword in new:
+                self.compare(old[keyword], new[keyword], f"{path}.{keyword}")
+            elif _expanded(old.get(keyword), self.old_root) != _expanded(new.get(keyword), self.new_root):
+                self.found.append(
+                    f"{path}: {keyword} changed from {old.get(keyword)!r} to {new.get(keyword)!r}"
+                )
+
+
+def _enum_changes(old: dict[str, Any], new: dict[str, Any], path: str) -> list[str]:
+    if "enum" not in old and "enum" not in new:
+        return []
+    if "enum" not in new:
+        return [f"{path}: enum removed (any value may come)"]
+    if "enum" not in old:
+        return [f"{path}: enum added, narrowed to {new['enum']}"]
+    removed = [value for value in old["enum"] if value not in new["enum"]]
+    return [f"{path}: enum narrowed, removed {removed}"] if removed else []
 
 
 def _expanded(node: Any, root: dict[str, Any]) -> Any:
