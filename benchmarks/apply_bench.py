@@ -46,7 +46,7 @@ from pin_chessboard_pipelines.store.cursor import Cursor, array_literal  # noqa:
 from pin_chessboard_pipelines.store.engine import get_engine, with_database  # noqa: E402
 from pin_chessboard_pipelines.store.handbook_replica import load_handbook  # noqa: E402
 from pin_chessboard_pipelines.store.migrate import upgrade  # noqa: E402
-from pin_chessboard_pipelines.store.queries import cursor_queries  # noqa: E402
+from pin_chessboard_pipelines.store.queries import queries  # noqa: E402
 from pin_chessboard_pipelines.talent.simulator import dataset  # noqa: E402
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec  # noqa: E402
 from pin_chessboard_pipelines.talent.snapshots import parse_snapshot  # noqa: E402
@@ -163,7 +163,7 @@ def _building_move(engine, ctx: ApplyContext, spec: DatasetSpec, objects: int, m
         f"  max {max(seconds) * 1000:6.1f} ms  ({events // moves} outbox rows per move)"
     )
     building_pin = str(pin_id("building", building["id"]))
-    statement = cursor_queries("replica")["carry_building_objects"]
+    statement = queries("replica")["carry_building_objects"]
     alone = []
     for k in range(moves):
         project, tenant = (

@@ -19,7 +19,7 @@ from pin_chessboard_pipelines.analytics.inventory import (
 )
 from pin_chessboard_pipelines.recalc.audit import Divergence, audit
 from pin_chessboard_pipelines.store.cursor import Cursor, begin
-from pin_chessboard_pipelines.store.queries import cursor_queries, queries
+from pin_chessboard_pipelines.store.queries import queries
 
 _DTYPES = {
     "kind": "category",
@@ -48,10 +48,7 @@ def read_inventory_input(conn: Connection) -> InventoryInput:
     """One statement (`inventory_rows`) streamed by COPY into one CSV buffer, parsed by pandas."""
     buffer = io.StringIO()
     with Cursor(conn) as cur:
-        cur.copy(
-            f"COPY ({cursor_queries('analytics')['inventory_rows']}) TO STDOUT WITH (FORMAT csv, HEADER)",
-            buffer,
-        )
+        cur.copy_out(queries("analytics")["inventory_rows"], buffer, "FORMAT csv, HEADER")
     size = buffer.tell()  # characters: bytes for the ASCII of ids, numbers and statuses
     buffer.seek(0)
     try:
@@ -79,7 +76,7 @@ def replace_inventory_day(conn: Connection, day: date, frame: pd.DataFrame) -> i
     frame.loc[:, list(TABLE_COLUMNS)].to_csv(buffer, header=False, index=False)
     buffer.seek(0)
     with Cursor(conn) as cur:
-        cur.copy(cursor_queries("analytics")["copy_inventory_day"], buffer)
+        cur.copy(queries("analytics")["copy_inventory_day"], buffer)
     return len(frame)
 
 

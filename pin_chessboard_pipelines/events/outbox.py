@@ -19,7 +19,7 @@ from pin_chessboard_pipelines.events.contracts import V1, Contract, published
 from pin_chessboard_pipelines.events.payloads import EVENT_TYPES, topic_of
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.store.cursor import copy_in
-from pin_chessboard_pipelines.store.queries import cursor_queries, queries
+from pin_chessboard_pipelines.store.queries import queries
 
 # The contract headers, in contract order (docs/events.md#key-and-headers).
 HEADER_NAMES = (
@@ -201,7 +201,7 @@ def _line(message_id: str, topic: str, key: str, payload: str, headers: str, occ
 def _copy(conn: Connection, lines: list[str]) -> int:
     """One COPY of outbox rows (about twice as fast as a multi-row INSERT for page-sized batches,
     benchmarks/apply_bench.py) on the caller's connection and transaction."""
-    return copy_in(conn, cursor_queries("outbox")["outbox_copy_in"], lines)
+    return copy_in(conn, queries("outbox")["outbox_copy_in"], lines)
 
 
 def _copy_text(json_text: str) -> str:

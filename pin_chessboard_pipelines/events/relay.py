@@ -58,7 +58,7 @@ from pin_chessboard_pipelines.retry import FailurePolicy, FailureStreak, RetryDe
 from pin_chessboard_pipelines.stopper import Stopper
 from pin_chessboard_pipelines.store.cursor import Cursor
 from pin_chessboard_pipelines.store.lock import AdvisoryLock
-from pin_chessboard_pipelines.store.queries import cursor_queries, queries
+from pin_chessboard_pipelines.store.queries import queries
 
 RELAY_LOCK = AdvisoryLock("Pin:lock:job:chessboard-outbox-relay")
 
@@ -102,7 +102,6 @@ class OutboxRelay:
         self.published_total = 0
         self.failed_attempts_total = 0
         self._queries = queries("outbox")
-        self._cursor_queries = cursor_queries("outbox")
 
     # -- public -------------------------------------------------------------------------------
 
@@ -240,7 +239,7 @@ class OutboxRelay:
             # plain tuples off the driver's cursor: no result-row objects for thousands of rows
             with Cursor(conn) as cur:
                 cur.execute(
-                    self._cursor_queries["outbox_pending_batch"],
+                    self._queries["outbox_pending_batch"],
                     {"after": after, "upto": upto, "limit": self.batch_size},
                 )
                 return Batch.of(cur.fetchall())

@@ -24,10 +24,10 @@ from pin_chessboard_pipelines.handbook_sync.values import HandbookValue, Invalid
 from pin_chessboard_pipelines.replica.batch import Quarantine
 from pin_chessboard_pipelines.replica.context import STREAMING_RUN_ID
 from pin_chessboard_pipelines.replica.quarantine import insert_failed_items
-from pin_chessboard_pipelines.store.cursor import Cursor, begin
+from pin_chessboard_pipelines.store.cursor import Cursor, Statement, begin, with_identifiers
 from pin_chessboard_pipelines.store.handbook import REGION_COUNTRY_ID
 from pin_chessboard_pipelines.store.handbook_replica import HANDBOOK_CHANGE_LOCK, load_handbook_for_publish
-from pin_chessboard_pipelines.store.queries import cursor_queries
+from pin_chessboard_pipelines.store.queries import queries
 
 
 @dataclass
@@ -64,14 +64,14 @@ class BatchDone:
     batches_total: int
 
 
-def _rows(conn: Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+def _rows(conn: Connection, sql: Statement, params: dict[str, Any]) -> list[dict[str, Any]]:
     begin(conn)
     with Cursor(conn) as cur:
         cur.execute(sql, params)
         return cur.fetch_rows()
 
 
-def _execute(conn: Connection, sql: str, params: dict[str, Any]) -> None:
+def _execute(conn: Connection, sql: Statement, params: dict[str, Any]) -> None:
     begin(conn)
     with Cursor(conn) as cur:
         cur.execute(sql, params)
@@ -85,7 +85,7 @@ def apply_values(
     commit before any other producer reads the handbook again."""
     result = Applied(failed=len(invalid), renames=[], by_topic={})
     HANDBOOK_CHANGE_LOCK.lock_transaction(conn)
-    sql = cursor_queries("handbook")
+    sql = queries("handbook")
     for kind in Kind:
         mine = [v for v in values if v.kind is kind]
         if not mine:
@@ -136,7 +136,7 @@ def apply_values(
 
 
 def pending_republishes(conn: Connection) -> list[Pending]:
-    rows = _rows(conn, cursor_queries("handbook")["pending_republishes"], {})
+    rows = _rows(conn, queries("handbook")["pending_republishes"], {})
     return [_pending(r) for r in rows]
 
 
@@ -156,7 +156,7 @@ def republish_batch(
 ) -> BatchDone | None:
     """The next batch of the pending republish of (kind, id); None when nothing is pending."""
     started = time.perf_counter()
-    sql = cursor_queries("handbook")
+    sql = queries("handbook")
     key = {"kind": kind.value, "handbook_id": handbook_id}
     # lock order of every producer: the handbook (shared), then the pending row, then projects
     handbook = load_handbook_for_publish(conn)
@@ -166,7 +166,7 @@ def republish_batch(
     pending = _pending(locked[0])
     rows = _rows(
         conn,
-        sql["republish_projects"].format(column=kind.column),
+        with_identifiers(sql["republish_projects"], column=kind.column),
         {"handbook_id": handbook_id, "after_project_id": pending.after_project_id, "batch_size": batch_size},
     )
     rows.sort(key=lambda r: r["id"])  # outbox order = id order, as the cursor walks

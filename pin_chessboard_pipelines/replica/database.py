@@ -26,8 +26,8 @@ from pin_chessboard_pipelines.replica.columns import EXISTING, TEXT_COLUMNS, Rep
 from pin_chessboard_pipelines.replica.context import STREAMING_RUN_ID
 from pin_chessboard_pipelines.replica.quarantine import insert_failed_items
 from pin_chessboard_pipelines.replica.rules import NumberKey
-from pin_chessboard_pipelines.store.cursor import Cursor, array_literal, begin
-from pin_chessboard_pipelines.store.queries import cursor_queries
+from pin_chessboard_pipelines.store.cursor import Cursor, Statement, array_literal, begin, with_identifiers
+from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.talent.topic_reader import Source
 
 
@@ -39,7 +39,7 @@ class DatabaseView:
         begin(self.conn)
         return nullcontext()
 
-    def _rows(self, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    def _rows(self, query: Statement, params: dict[str, Any]) -> list[dict[str, Any]]:
         with Cursor(self.conn) as cur:
             cur.execute(query, params)
             return cur.fetch_rows()
@@ -49,8 +49,9 @@ class DatabaseView:
     ) -> dict[str, dict[str, Any]]:
         """Talent id -> current row: EXISTING, the entity's existing columns and `also`."""
         wanted = dict.fromkeys((*EXISTING, *spec.existing_columns, *also))
-        columns = ", ".join(f'"{c}"' for c in wanted)
-        query = cursor_queries("replica")["existing_rows"].format(table=spec.entity.table, columns=columns)
+        query = with_identifiers(
+            queries("replica")["existing_rows"], table=spec.entity.table, columns=list(wanted)
+        )
         return {
             row["external_talent_id"]: row for row in self._rows(query, {"ids": array_literal(talent_ids)})
         }
@@ -59,18 +60,18 @@ class DatabaseView:
         ids = sorted({item.values[column] for item in items if item.values.get(column) is not None})
         if not ids:
             return {}
-        query = cursor_queries("replica")["parent_rows"].format(table=parent.table)
+        query = with_identifiers(queries("replica")["parent_rows"], table=parent.table)
         return {row["id"]: row for row in self._rows(query, {"ids": array_literal(ids)})}
 
     def linked_projects(self, parent: Entity, ids: set[str]) -> dict[str, tuple[str, str]]:
-        query = cursor_queries("replica")["rows_by_id"].format(table=parent.table)
+        query = with_identifiers(queries("replica")["rows_by_id"], table=parent.table)
         rows = self._rows(query, {"ids": array_literal(sorted(ids))})
         return {row["id"]: (row["project_id"], row["tenant_id"]) for row in rows}
 
     def live_number_holders(self, keys: list[NumberKey]) -> dict[NumberKey, str | None]:
         with Cursor(self.conn) as cur:
             cur.execute(
-                cursor_queries("replica")["live_number_holders"],
+                queries("replica")["live_number_holders"],
                 {
                     "building_ids": array_literal([k[0] for k in keys]),
                     "numbers": array_literal([k[1] for k in keys], text=True),
@@ -87,7 +88,7 @@ class DatabaseView:
             column: array_literal([item.values[column] for item in decided], column in TEXT_COLUMNS)
             for column in spec.upsert_columns
         }
-        rows = self._rows(cursor_queries("replica")[f"upsert_{spec.entity.table}"], params)
+        rows = self._rows(queries("replica")[f"upsert_{spec.entity.table}"], params)
         returned = {row["external_talent_id"]: row for row in rows}
         payload, event_type, handbook = (
             UPSERTED_PAYLOADS[name],
@@ -134,7 +135,7 @@ class DatabaseView:
         """A moved building's property objects take its project and tenant, one statement for the
         batch; each carried object is published (docs/store.md#moves)."""
         rows = self._rows(
-            cursor_queries("replica")["carry_building_objects"],
+            queries("replica")["carry_building_objects"],
             {
                 "building_ids": array_literal([m[0] for m in moved]),
                 "project_ids": array_literal([m[1] for m in moved]),
@@ -148,11 +149,11 @@ class DatabaseView:
 
     def delete(self, batch: Batch, talent_ids: list[str]) -> None:
         spec, name = batch.spec, batch.spec.name
-        queries = cursor_queries("replica")
+        replica = queries("replica")
         query = (
-            queries["tombstone_projects"]
+            replica["tombstone_projects"]
             if name == "project"  # a deleted project is archived
-            else queries["tombstone_rows"].format(table=spec.entity.table)
+            else with_identifiers(replica["tombstone_rows"], table=spec.entity.table)
         )
         rows = self._rows(query, {"ids": talent_ids})
         payload, event_type = UPSERTED_PAYLOADS[name], spec.entity.upserted_event
@@ -168,7 +169,7 @@ class DatabaseView:
         if not talent_ids:
             return {}
         rows = self._rows(
-            cursor_queries("replica")["tombstones"],
+            queries("replica")["tombstones"],
             {"entity": spec.name, "ids": array_literal(talent_ids)},
         )
         return {r["external_talent_id"]: (r["source_partition"], r["source_offset"]) for r in rows}
@@ -180,7 +181,7 @@ class DatabaseView:
         ids = sorted(sources)
         with Cursor(self.conn) as cur:
             cur.execute(
-                cursor_queries("replica")["record_tombstones"],
+                queries("replica")["record_tombstones"],
                 {
                     "entity": batch.spec.name,
                     "ids": array_literal(ids),
@@ -195,7 +196,7 @@ class DatabaseView:
             return
         with Cursor(self.conn) as cur:
             cur.execute(
-                cursor_queries("replica")["forget_tombstones"],
+                queries("replica")["forget_tombstones"],
                 {"entity": batch.spec.name, "ids": array_literal(sorted(talent_ids))},
             )
 

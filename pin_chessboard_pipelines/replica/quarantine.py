@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from pin_chessboard_pipelines.events import exact_json
 from pin_chessboard_pipelines.replica.batch import Quarantine
 from pin_chessboard_pipelines.store.cursor import Cursor, array_literal
-from pin_chessboard_pipelines.store.queries import cursor_queries
+from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.talent.topic_reader import SOURCE
 
 
@@ -28,7 +28,7 @@ def insert_failed_items(
         return []
     with Cursor(conn) as cur:
         cur.execute(
-            cursor_queries("replica")["insert_failed_items"],
+            queries("replica")["insert_failed_items"],
             {
                 "run_id": str(run_id),
                 "stage": stage,
@@ -55,7 +55,7 @@ def take_waiting_items(
         return []
     with Cursor(conn) as cur:
         cur.execute(
-            cursor_queries("replica")["take_waiting_items"],
+            queries("replica")["take_waiting_items"],
             {
                 "run_id": str(run_id),
                 "stage": stage,

@@ -20,7 +20,7 @@ from pin_chessboard_pipelines.events.payloads import property_object_upserted
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason
 from pin_chessboard_pipelines.recalc.queue import enqueue_recalc
 from pin_chessboard_pipelines.store.cursor import Cursor, begin
-from pin_chessboard_pipelines.store.queries import cursor_queries
+from pin_chessboard_pipelines.store.queries import queries
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def carry_left_behind_objects(
     conn: Connection, *, correlation_id: str, debounce_seconds: float, cap_seconds: float
 ) -> Carried:
     begin(conn)
-    sql = cursor_queries("replica")
+    sql = queries("replica")
     with Cursor(conn) as cur:
         cur.execute(sql["left_behind_projects"], {})
         pairs = cur.fetch_rows()

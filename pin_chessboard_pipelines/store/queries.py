@@ -1,8 +1,12 @@
 """Named SQL queries kept in `store/sql/*.sql`, loaded once.
 
 A file holds several queries, each introduced by a line `-- name: query_name`; the lines after it
-up to the next `-- name:` are the statement. Bind parameters are written `:name` in every file;
-`queries` hands them to SQLAlchemy, `cursor_queries` to a raw psycopg2 cursor (store/cursor.py).
+up to the next `-- name:` are the statement. One way to bind: parameters are written `:name` in
+every file, a cast as `CAST(:name AS type)` (SQLAlchemy does not bind `:name::type`: the loader
+refuses it); `queries` hands the statements to SQLAlchemy's `conn.execute` and to the raw cursor
+of the bulk paths alike (store/cursor.py compiles them with SQLAlchemy's psycopg2 dialect). An
+identifier (a table or column of entities.py, never input) is a `{name}` placeholder, quoted by
+the driver (store/cursor.py `with_identifiers`).
 """
 
 from __future__ import annotations
@@ -14,8 +18,8 @@ from pathlib import Path
 from sqlalchemy import TextClause, text
 
 SQL_DIR = Path(__file__).parent / "sql"
-# `:name`, but neither the second colon of a `::type` cast nor a colon inside a word.
-_BIND = re.compile(r"(?<![:\w]):(\w+)")
+# `:name::type`: a bind parameter that SQLAlchemy would leave unbound
+_CAST_AFTER_BIND = re.compile(r"(?<![:\w]):\w+::")
 
 
 def parse_queries(source: str) -> dict[str, str]:
@@ -42,16 +46,12 @@ def _sources(file: str) -> dict[str, str]:
 
 @cache
 def queries(file: str) -> dict[str, TextClause]:
-    """All queries of `store/sql/<file>.sql` by name, for SQLAlchemy's `conn.execute`."""
-    return {name: text(sql) for name, sql in _sources(file).items()}
-
-
-def pyformat(sql: str) -> str:
-    """A `:name` statement in psycopg2's `%(name)s` style (literal `%` doubled)."""
-    return _BIND.sub(r"%(\1)s", sql.replace("%", "%%"))
-
-
-@cache
-def cursor_queries(file: str) -> dict[str, str]:
-    """The same queries as plain strings for a raw psycopg2 cursor (store/cursor.py): `%(name)s`."""
-    return {name: pyformat(sql) for name, sql in _sources(file).items()}
+    """All queries of `store/sql/<file>.sql` by name, for `conn.execute` and `Cursor.execute`."""
+    statements = _sources(file)
+    for name, sql in statements.items():
+        cast = _CAST_AFTER_BIND.search(sql)
+        if cast:
+            raise ValueError(
+                f"store/sql/{file}.sql {name}: {cast.group(0)} is not bound; write CAST(:x AS type)"
+            )
+    return {name: text(sql) for name, sql in statements.items()}

@@ -17,7 +17,7 @@ SELECT (SELECT count(*) FROM chessboard.handbook_regions) AS regions,
 -- not know is created (regions are Russian federal subjects: country :country_id).
 WITH incoming AS (
     SELECT DISTINCT ON (u.id) u.id, u.name, u.version
-    FROM unnest(:ids::bigint[], :names::text[], :versions::bigint[]) AS u(id, name, version)
+    FROM unnest(CAST(:ids AS bigint[]), CAST(:names AS text[]), CAST(:versions AS bigint[])) AS u(id, name, version)
     ORDER BY u.id, u.version DESC
 ), old AS (
     SELECT r.id, r.name FROM chessboard.handbook_regions AS r JOIN incoming AS i ON i.id = r.id
@@ -36,7 +36,7 @@ ORDER BY u.id
 -- As upsert_regions; a city's region may change too (it is not part of a project's citySnapshot).
 WITH incoming AS (
     SELECT DISTINCT ON (u.id) u.id, u.region_id, u.name, u.version
-    FROM unnest(:ids::bigint[], :region_ids::bigint[], :names::text[], :versions::bigint[])
+    FROM unnest(CAST(:ids AS bigint[]), CAST(:region_ids AS bigint[]), CAST(:names AS text[]), CAST(:versions AS bigint[]))
          AS u(id, region_id, name, version)
     ORDER BY u.id, u.version DESC
 ), old AS (
@@ -58,7 +58,7 @@ ORDER BY u.id
 -- while a republish is under way starts it over, so every project ends with the newest name.
 INSERT INTO chessboard.handbook_republish AS t (kind, handbook_id, handbook_version)
 SELECT :kind, u.id, u.version
-FROM unnest(:ids::bigint[], :versions::bigint[]) AS u(id, version)
+FROM unnest(CAST(:ids AS bigint[]), CAST(:versions AS bigint[])) AS u(id, version)
 ON CONFLICT (kind, handbook_id) DO UPDATE SET
     handbook_version = EXCLUDED.handbook_version,
     after_project_id = NULL,

@@ -1,21 +1,21 @@
 -- The replica apply path (replica/apply.py): one statement per step and batch, never one per row.
--- Run through cursor_queries("replica") on a raw cursor in the caller's transaction
+-- Run through queries("replica") on a raw cursor in the caller's transaction
 -- (store/cursor.py). Arrays arrive one per column (`unnest ... WITH ORDINALITY`, rows kept in batch
 -- order: the live-number index is checked row by row, so the order of a batch is the order of application).
--- `{table}` in the generic queries is a replica table name from entities.py, never user input.
+-- `{table}`, `{columns}`: identifiers of entities.py, never user input, quoted by the driver (with_identifiers).
 
 -- name: existing_rows
 -- Current rows of a batch's Talent ids (version guard, old price/status, live numbers); {columns}
 -- are the ones the apply path reads (replica/entities.py `existing_columns`).
 SELECT {columns}
 FROM chessboard.{table}
-WHERE external_talent_id = ANY(:ids::uuid[])
+WHERE external_talent_id = ANY(CAST(:ids AS uuid[]))
 
 -- name: parent_rows
 -- Parents of a batch by PIN id: existence (soft-deleted counts), project and tenant of the child.
 SELECT *
 FROM chessboard.{table}
-WHERE id = ANY(:ids::uuid[])
+WHERE id = ANY(CAST(:ids AS uuid[]))
 
 -- name: live_number_holders
 -- Live property objects holding one of the (building, number) pairs a batch wants. One index probe
@@ -23,7 +23,7 @@ WHERE id = ANY(:ids::uuid[])
 -- join is planned as a full scan + sort while the table's statistics still describe the empty
 -- table of an import's start (144 ms instead of 0.8 ms per page at 500k rows).
 SELECT k.building_id, k.number, po.external_talent_id
-FROM unnest(:building_ids::uuid[], :numbers::text[]) AS k(building_id, number)
+FROM unnest(CAST(:building_ids AS uuid[]), CAST(:numbers AS text[])) AS k(building_id, number)
 CROSS JOIN LATERAL (
     SELECT p.external_talent_id
     FROM chessboard.property_objects AS p
@@ -35,7 +35,7 @@ CROSS JOIN LATERAL (
 -- A tombstone soft-deletes an alive row; a missing or already deleted one is left alone.
 UPDATE chessboard.{table} AS t
 SET deleted_at = now(), version = t.version + 1, updated_at = now(), last_synced_at = now()
-WHERE t.external_talent_id = ANY(:ids::uuid[]) AND t.deleted_at IS NULL
+WHERE t.external_talent_id = ANY(CAST(:ids AS uuid[])) AND t.deleted_at IS NULL
 RETURNING t.*
 
 -- name: tombstones
@@ -43,14 +43,14 @@ RETURNING t.*
 -- each one was read.
 SELECT external_talent_id, source_partition, source_offset
 FROM chessboard.talent_tombstones
-WHERE entity = :entity AND external_talent_id = ANY(:ids::uuid[])
+WHERE entity = :entity AND external_talent_id = ANY(CAST(:ids AS uuid[]))
 
 -- name: record_tombstones
 -- A tombstone's position, kept for the key whether or not the replica holds a row of it; a later
 -- tombstone of the key replaces an earlier one, never the other way round (ids unique per call).
 INSERT INTO chessboard.talent_tombstones AS t (entity, external_talent_id, source_partition, source_offset)
 SELECT :entity, u.external_talent_id, u.source_partition, u.source_offset
-FROM unnest(:ids::uuid[], :partitions::int[], :offsets::bigint[])
+FROM unnest(CAST(:ids AS uuid[]), CAST(:partitions AS int[]), CAST(:offsets AS bigint[]))
      AS u(external_talent_id, source_partition, source_offset)
 ON CONFLICT (entity, external_talent_id) DO UPDATE SET
     source_partition = EXCLUDED.source_partition,
@@ -62,14 +62,14 @@ WHERE t.source_partition IS DISTINCT FROM EXCLUDED.source_partition
 -- name: forget_tombstones
 -- A snapshot read after the delete re-created the entity: from now on its version guards it.
 DELETE FROM chessboard.talent_tombstones
-WHERE entity = :entity AND external_talent_id = ANY(:ids::uuid[])
+WHERE entity = :entity AND external_talent_id = ANY(CAST(:ids AS uuid[]))
 
 -- name: tombstone_projects
 -- A project's tombstone archives it as a snapshot with deletedAt does (docs/store.md).
 UPDATE chessboard.projects AS t
 SET deleted_at = now(), status = 'Archived', version = t.version + 1, updated_at = now(),
     last_synced_at = now()
-WHERE t.external_talent_id = ANY(:ids::uuid[]) AND t.deleted_at IS NULL
+WHERE t.external_talent_id = ANY(CAST(:ids AS uuid[])) AND t.deleted_at IS NULL
 RETURNING t.*
 
 -- name: carry_building_objects
@@ -79,7 +79,7 @@ RETURNING t.*
 -- property-object-upserted events.
 UPDATE chessboard.property_objects AS o
 SET project_id = m.project_id, tenant_id = m.tenant_id, version = o.version + 1, updated_at = now()
-FROM unnest(:building_ids::uuid[], :project_ids::uuid[], :tenant_ids::uuid[])
+FROM unnest(CAST(:building_ids AS uuid[]), CAST(:project_ids AS uuid[]), CAST(:tenant_ids AS uuid[]))
      AS m(building_id, project_id, tenant_id)
 WHERE o.building_id = m.building_id
   AND (o.project_id, o.tenant_id) IS DISTINCT FROM (m.project_id, m.tenant_id)
@@ -108,7 +108,7 @@ RETURNING o.*
 -- Rows of a table by PIN id: the projects of the layouts / layout groups a change links to.
 SELECT id, project_id, tenant_id
 FROM chessboard.{table}
-WHERE id = ANY(:ids::uuid[])
+WHERE id = ANY(CAST(:ids AS uuid[]))
 
 -- name: insert_failed_items
 -- One row per run and message read from a topic: a batch read again (a crash before its offsets
@@ -117,11 +117,11 @@ WHERE id = ANY(:ids::uuid[])
 INSERT INTO chessboard.talent_import_failed_items
     (run_id, stage, external_id, error_code, error_message, payload, source_topic, source_partition,
      source_offset)
-SELECT :run_id::uuid, :stage, u.external_id, u.error_code, u.error_message, u.payload::jsonb,
+SELECT CAST(:run_id AS uuid), :stage, u.external_id, u.error_code, u.error_message, u.payload::jsonb,
        u.source_topic, u.source_partition, u.source_offset
-FROM unnest(:external_ids::text[], :error_codes::text[], :error_messages::text[],
-            :payloads::text[], :source_topics::text[], :source_partitions::int[],
-            :source_offsets::bigint[])
+FROM unnest(CAST(:external_ids AS text[]), CAST(:error_codes AS text[]), CAST(:error_messages AS text[]),
+            CAST(:payloads AS text[]), CAST(:source_topics AS text[]), CAST(:source_partitions AS int[]),
+            CAST(:source_offsets AS bigint[]))
      WITH ORDINALITY AS u(external_id, error_code, error_message, payload, source_topic,
                           source_partition, source_offset, ord)
 ORDER BY u.ord
@@ -133,8 +133,8 @@ RETURNING source_topic, source_partition, source_offset
 -- because it was missing (CHESSBOARD_SYNC_PARENT_NOT_FOUND; `field` is the snapshot field naming
 -- the parent's Talent id) leave the quarantine, to be applied in the same transaction.
 DELETE FROM chessboard.talent_import_failed_items
-WHERE run_id = :run_id::uuid AND stage = :stage AND error_code = :code
-  AND lower(payload->>:field) = ANY(:ids::text[])
+WHERE run_id = CAST(:run_id AS uuid) AND stage = :stage AND error_code = :code
+  AND lower(payload->>:field) = ANY(CAST(:ids AS text[]))
 RETURNING id, payload::text AS payload, source_topic, source_partition, source_offset
 
 -- Upserts: create from the snapshot (version 1, Draft for developer/project/building, counters 0,
@@ -151,8 +151,8 @@ INSERT INTO chessboard.developers AS t
      name, inn, status)
 SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
        u.name, u.inn, 'Draft'
-FROM unnest(:id::uuid[], :external_talent_id::uuid[], :replica_version::bigint[],
-            :deleted_at::timestamptz[], :name::text[], :inn::text[])
+FROM unnest(CAST(:id AS uuid[]), CAST(:external_talent_id AS uuid[]), CAST(:replica_version AS bigint[]),
+            CAST(:deleted_at AS timestamptz[]), CAST(:name AS text[]), CAST(:inn AS text[]))
      WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, name, inn, ord)
 ORDER BY u.ord
 ON CONFLICT (external_talent_id) DO UPDATE SET
@@ -183,11 +183,11 @@ SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(),
        CASE WHEN u.deleted_at IS NULL THEN 'Draft' ELSE 'Archived' END,
        u.name, u.type, u.class, u.construction_status,
        u.country_id, u.region_id, u.city_id, u.stars, u.currency_id, u.payback_years
-FROM unnest(:id::uuid[], :external_talent_id::uuid[], :replica_version::bigint[],
-            :deleted_at::timestamptz[], :tenant_id::uuid[], :developer_id::uuid[],
-            :name::text[], :type::text[], :class::text[], :construction_status::text[],
-            :country_id::smallint[], :region_id::bigint[], :city_id::bigint[],
-            :stars::smallint[], :currency_id::smallint[], :payback_years::numeric[])
+FROM unnest(CAST(:id AS uuid[]), CAST(:external_talent_id AS uuid[]), CAST(:replica_version AS bigint[]),
+            CAST(:deleted_at AS timestamptz[]), CAST(:tenant_id AS uuid[]), CAST(:developer_id AS uuid[]),
+            CAST(:name AS text[]), CAST(:type AS text[]), CAST(:class AS text[]), CAST(:construction_status AS text[]),
+            CAST(:country_id AS smallint[]), CAST(:region_id AS bigint[]), CAST(:city_id AS bigint[]),
+            CAST(:stars AS smallint[]), CAST(:currency_id AS smallint[]), CAST(:payback_years AS numeric[]))
      WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, tenant_id,
                           developer_id, name, type, class, construction_status, country_id,
                           region_id, city_id, stars, currency_id, payback_years, ord)
@@ -222,9 +222,9 @@ INSERT INTO chessboard.buildings AS t
      tenant_id, project_id, status, name, floors_count)
 SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
        u.tenant_id, u.project_id, 'Draft', u.name, u.floors_count
-FROM unnest(:id::uuid[], :external_talent_id::uuid[], :replica_version::bigint[],
-            :deleted_at::timestamptz[], :tenant_id::uuid[], :project_id::uuid[],
-            :name::text[], :floors_count::smallint[])
+FROM unnest(CAST(:id AS uuid[]), CAST(:external_talent_id AS uuid[]), CAST(:replica_version AS bigint[]),
+            CAST(:deleted_at AS timestamptz[]), CAST(:tenant_id AS uuid[]), CAST(:project_id AS uuid[]),
+            CAST(:name AS text[]), CAST(:floors_count AS smallint[]))
      WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, tenant_id,
                           project_id, name, floors_count, ord)
 ORDER BY u.ord
@@ -250,9 +250,9 @@ INSERT INTO chessboard.layout_groups AS t
      tenant_id, project_id, name, rooms)
 SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
        u.tenant_id, u.project_id, u.name, u.rooms
-FROM unnest(:id::uuid[], :external_talent_id::uuid[], :replica_version::bigint[],
-            :deleted_at::timestamptz[], :tenant_id::uuid[], :project_id::uuid[],
-            :name::text[], :rooms::smallint[])
+FROM unnest(CAST(:id AS uuid[]), CAST(:external_talent_id AS uuid[]), CAST(:replica_version AS bigint[]),
+            CAST(:deleted_at AS timestamptz[]), CAST(:tenant_id AS uuid[]), CAST(:project_id AS uuid[]),
+            CAST(:name AS text[]), CAST(:rooms AS smallint[]))
      WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, tenant_id,
                           project_id, name, rooms, ord)
 ORDER BY u.ord
@@ -278,10 +278,10 @@ INSERT INTO chessboard.layouts AS t
      tenant_id, project_id, layout_group_id, name, rooms, total_area)
 SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
        u.tenant_id, u.project_id, u.layout_group_id, u.name, u.rooms, u.total_area
-FROM unnest(:id::uuid[], :external_talent_id::uuid[], :replica_version::bigint[],
-            :deleted_at::timestamptz[], :tenant_id::uuid[], :project_id::uuid[],
-            :layout_group_id::uuid[], :name::text[], :rooms::smallint[],
-            :total_area::numeric[])
+FROM unnest(CAST(:id AS uuid[]), CAST(:external_talent_id AS uuid[]), CAST(:replica_version AS bigint[]),
+            CAST(:deleted_at AS timestamptz[]), CAST(:tenant_id AS uuid[]), CAST(:project_id AS uuid[]),
+            CAST(:layout_group_id AS uuid[]), CAST(:name AS text[]), CAST(:rooms AS smallint[]),
+            CAST(:total_area AS numeric[]))
      WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, tenant_id,
                           project_id, layout_group_id, name, rooms, total_area, ord)
 ORDER BY u.ord
@@ -312,11 +312,11 @@ INSERT INTO chessboard.property_objects AS t
 SELECT u.id, u.external_talent_id, 'TalentChessboard', u.replica_version, now(), 1, u.deleted_at,
        u.tenant_id, u.project_id, u.building_id, u.layout_id, u.number, u.floor, u.section,
        u.status, 'TalentSync', u.price, u.total_area
-FROM unnest(:id::uuid[], :external_talent_id::uuid[], :replica_version::bigint[],
-            :deleted_at::timestamptz[], :tenant_id::uuid[], :project_id::uuid[],
-            :building_id::uuid[], :layout_id::uuid[], :number::text[],
-            :floor::smallint[], :section::smallint[], :status::text[],
-            :price::numeric[], :total_area::numeric[])
+FROM unnest(CAST(:id AS uuid[]), CAST(:external_talent_id AS uuid[]), CAST(:replica_version AS bigint[]),
+            CAST(:deleted_at AS timestamptz[]), CAST(:tenant_id AS uuid[]), CAST(:project_id AS uuid[]),
+            CAST(:building_id AS uuid[]), CAST(:layout_id AS uuid[]), CAST(:number AS text[]),
+            CAST(:floor AS smallint[]), CAST(:section AS smallint[]), CAST(:status AS text[]),
+            CAST(:price AS numeric[]), CAST(:total_area AS numeric[]))
      WITH ORDINALITY AS u(id, external_talent_id, replica_version, deleted_at, tenant_id,
                           project_id, building_id, layout_id, number, floor, section, status,
                           price, total_area, ord)
