@@ -56,7 +56,7 @@ from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import OUTBOX_PUBLISH_ERRORS, OUTBOX_PUBLISHED
 from pin_chessboard_pipelines.retry import FailurePolicy, FailureStreak, RetryDecision
 from pin_chessboard_pipelines.stopper import Stopper
-from pin_chessboard_pipelines.store.cursor import Cursor
+from pin_chessboard_pipelines.store.cursor import Cursor, array_literal
 from pin_chessboard_pipelines.store.lock import AdvisoryLock
 from pin_chessboard_pipelines.store.queries import queries
 
@@ -315,7 +315,7 @@ class OutboxRelay:
         self._mark(mark_conn.get(), rows, to_mark, result)
 
     def _mark(self, conn: Connection, rows: Sequence[Any], to_mark: list[int], result: RelayResult) -> None:
-        conn.execute(self._queries["outbox_mark_published"], {"ids": "{" + ",".join(map(str, to_mark)) + "}"})
+        conn.execute(self._queries["outbox_mark_published"], {"ids": array_literal(to_mark)})
         if len(to_mark) == len(rows):
             by_topic = Counter(map(itemgetter(TOPIC), rows))
         else:
