@@ -24,8 +24,9 @@ from pin_chessboard_pipelines.talent.simulator.handbook import (
     publish_handbook,
     rename_region,
 )
+from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.request import build_request
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 from tests.support import contract_v2
 from tests.support.contracts import assert_outbox_valid

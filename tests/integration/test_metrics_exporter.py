@@ -18,9 +18,10 @@ from pin_chessboard_pipelines.replica.apply import apply_snapshots
 from pin_chessboard_pipelines.store.gauges import read_store_gauges
 from pin_chessboard_pipelines.store.metric_samples import read_samples, store_sink
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
+from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.lock import LOCK, ImportLock
 from pin_chessboard_pipelines.talent_import.request import build_request
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 from tests.support.import_runs import insert_import_run
 

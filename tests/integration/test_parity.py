@@ -23,8 +23,9 @@ from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
+from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.request import build_request
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource, TopicReplaySource
 from pin_chessboard_pipelines.talent_sync import TalentSync
 from tests.support.talent_kafka import (

@@ -12,10 +12,11 @@ from pin_chessboard_pipelines.errors import IMPORT_LOCK_HELD, Refused
 from pin_chessboard_pipelines.talent.client import TalentApiClient
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
+from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
 from pin_chessboard_pipelines.talent_import.replay_failed import replay_failed
 from pin_chessboard_pipelines.talent_import.request import build_request
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 
 # every event written meets its schema (tests/support/contracts.py)

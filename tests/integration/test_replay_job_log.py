@@ -9,8 +9,9 @@ import sqlalchemy as sa
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import.replay import talent_replay_failed
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
+from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.request import build_request
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 
 BROKEN = DatasetSpec(developers=1, projects_per_developer=1, objects_per_project=10, poison_every=5)

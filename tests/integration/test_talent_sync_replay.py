@@ -15,8 +15,9 @@ from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import ensure_topics, publish_dataset
 from pin_chessboard_pipelines.talent.topic_reader import TOMBSTONE
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP
+from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.request import Scope, build_request
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions
 from pin_chessboard_pipelines.talent_import.sources.topic_replay import TopicReplaySource, parse_cursor
 from tests.support.talent_kafka import committed_offsets, count, poisoned_objects, produce
 

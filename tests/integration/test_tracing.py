@@ -21,8 +21,8 @@ from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.recalc.drain import drain
 from pin_chessboard_pipelines.store.tables import outbox_messages
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
+from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.request import build_request
-from pin_chessboard_pipelines.talent_import.runner import run_import
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 from tests.support.import_probe import CLIENT, FAST
 from tests.support.recalc_data import StoreBuilder, standard_project

@@ -18,9 +18,10 @@ from sqlalchemy.engine import Connection, Engine
 
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
+from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.request import build_request
 from pin_chessboard_pipelines.talent_import.result import TalentInitialImportResult
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions, run_import
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 
 FAST = ImportOptions(lock_timeout_seconds=0.3, retry_seconds=0.05, idle_poll_seconds=0.02)

@@ -40,13 +40,13 @@ from pin_chessboard_pipelines.defs.talent_import.config import (
 from pin_chessboard_pipelines.defs.talent_import.partitions import developer_id_of
 from pin_chessboard_pipelines.defs.talent_import.session import step_session
 from pin_chessboard_pipelines.entities import DEVELOPER, ENTITIES, Entity, pin_id
-from pin_chessboard_pipelines.errors import error_line
+from pin_chessboard_pipelines.errors import RunEnded, StageFailed, error_line
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.page_worker import process_name
 from pin_chessboard_pipelines.talent_import.progress import StageProgress
 from pin_chessboard_pipelines.talent_import.request import PROCESSES_MAX, RunStatus
 from pin_chessboard_pipelines.talent_import.result import StageCounters
-from pin_chessboard_pipelines.talent_import.runner import ImportSession, RunEnded, StageFailed, StageReport
+from pin_chessboard_pipelines.talent_import.runner import ImportSession, StageReport
 from pin_chessboard_pipelines.talent_import.stage_runner import stage_report, stage_walked
 
 # A page step whose process died is started again this many times (it rejoins the stage; the dead

@@ -17,13 +17,13 @@ from pin_chessboard_pipelines.defs.talent_import.config import (
     TalentImportConfig,
 )
 from pin_chessboard_pipelines.defs.talent_import.partitions import developer_id_of
-from pin_chessboard_pipelines.errors import IMPORT_INVALID_REQUEST, ChessboardError, Refused
+from pin_chessboard_pipelines.errors import IMPORT_INVALID_REQUEST, ChessboardError, Refused, RunEnded
 from pin_chessboard_pipelines.settings import Settings
 from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent.flag import require_talent_sync_enabled
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.request import build_request
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession, RunEnded
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession
 from pin_chessboard_pipelines.talent_import.sources import make_source
 
 
