@@ -96,7 +96,10 @@ def serve_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"talent-sim: cannot listen on {args.host}:{args.port}: {e.strerror}") from None
     server.start()
     auth = "bearer" if token else "none"
-    print(f"talent-sim serving {server.url} dataset={args.dataset} auth={auth} {spec.describe()}", flush=True)
+    print(
+        f"talent-sim serving {server.url} dataset={args.dataset} auth={auth} {_simulator('dataset').describe(spec)}",
+        flush=True,
+    )
     server.serve_forever()
     return EXIT_OK
 

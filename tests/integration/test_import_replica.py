@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from pin_chessboard_pipelines.entities import COLLECTIONS
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent_import.in_process import run_import
@@ -19,7 +20,7 @@ from tests.support.metrics import sample_value
 pytestmark = pytest.mark.usefixtures("outbox_contract")
 
 REPLICA = ("developers", "projects", "buildings", "layout_groups", "layouts", "property_objects")
-COLLECTION_OF = dict(zip(REPLICA, dataset.COLLECTIONS, strict=True))
+COLLECTION_OF = dict(zip(REPLICA, COLLECTIONS, strict=True))
 PROJECT_EVENT_FIELDS = {
     "id", "tenantId", "developerId", "status", "name", "type", "class", "constructionStatus",
     "countryId", "countrySnapshot", "regionId", "regionSnapshot", "cityId", "citySnapshot", "stars",

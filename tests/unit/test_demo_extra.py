@@ -10,7 +10,7 @@ from pin_chessboard_pipelines.runtime.embedded import demo_module
 
 
 def test_a_module_of_the_extra_is_imported_when_installed():
-    assert demo_module("pin_chessboard_pipelines.talent.simulator.dataset", "talent-sim").PRESETS
+    assert demo_module("pin_chessboard_pipelines.talent.simulator.spec", "talent-sim").PRESETS
 
 
 def test_a_missing_module_of_the_extra_is_one_line_naming_the_extra():

@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pin_chessboard_pipelines.entities import COLLECTIONS
-from pin_chessboard_pipelines.errors import DatasetError, InvalidQuery
+from pin_chessboard_pipelines.errors import DatasetError, InvalidQuery, UnknownCollection
 from pin_chessboard_pipelines.store.handbook import CITIES, COUNTRIES, CURRENCIES
 from pin_chessboard_pipelines.talent.simulator import dataset as ds
+from pin_chessboard_pipelines.talent.simulator import items as snapshots
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec, FaultRule
 
 SMALL = DatasetSpec(
@@ -133,7 +134,7 @@ def test_a_cursor_outside_the_filtered_range_is_an_invalid_query():
 
 
 def test_invalid_queries():
-    with pytest.raises(ds.UnknownCollection):
+    with pytest.raises(UnknownCollection):
         ds.list_page(SMALL, "flats", None, 10)
     with pytest.raises(InvalidQuery):
         ds.list_page(SMALL, "projects", None, 0)
@@ -217,8 +218,8 @@ def test_snapshots_keep_the_contract_for_non_poison_items():
         assert d["inn"] is None or (d["inn"].isdigit() and len(d["inn"]) in (10, 12))
     for p in items["projects"]:
         assert p["developerId"] in ids["developers"]
-        assert p["type"] in ds.PROJECT_TYPES and p["class"] in ds.PROJECT_CLASSES
-        assert p["constructionStatus"] in ds.CONSTRUCTION_STATUSES
+        assert p["type"] in snapshots.PROJECT_TYPES and p["class"] in snapshots.PROJECT_CLASSES
+        assert p["constructionStatus"] in snapshots.CONSTRUCTION_STATUSES
         assert p["countryId"] in countries and p["currencyId"] in currencies
         if p["cityId"] is not None:
             assert CITY_REGION[p["cityId"]] == p["regionId"]
@@ -240,7 +241,7 @@ def test_snapshots_keep_the_contract_for_non_poison_items():
         assert 1 <= o["floor"] <= building["floorsCount"] and 1 <= o["section"] <= 100
         assert 1 <= len(o["number"]) <= 32 and o["number"] not in numbers[o["buildingId"]]
         numbers[o["buildingId"]].add(o["number"])
-        assert o["status"] in ds.OBJECT_STATUSES
+        assert o["status"] in snapshots.OBJECT_STATUSES
         assert o["price"] is None or 0 <= _decimal(o["price"]) <= 10**12
         assert o["totalArea"] is None or 0 < _decimal(o["totalArea"]) <= 10000
         if o["layoutId"] is not None:
@@ -251,7 +252,7 @@ def test_snapshots_keep_the_contract_for_non_poison_items():
     assert any(o["price"] is None for o in items["property-objects"])
     assert {type(p["paybackYears"]) for p in items["projects"]} >= {str, float}
     statuses = Counter(o["status"] for o in items["property-objects"])
-    assert set(statuses) == set(ds.OBJECT_STATUSES)
+    assert set(statuses) == set(snapshots.OBJECT_STATUSES)
     assert 0.5 < statuses["Free"] / len(items["property-objects"]) < 0.7
     assert any(p["countryId"] != 643 for p in items["projects"])
 
@@ -276,7 +277,7 @@ def test_poison_every_breaks_one_rule_per_poison_object():
         else:
             assert o == clean and 1 <= o["floor"] <= floors[o["buildingId"]]
         kinds[kind] += 1
-    assert set(kinds) == {None, *ds.POISON_KINDS}
+    assert set(kinds) == {None, *snapshots.POISON_KINDS}
 
 
 def test_unknown_enum_every_uses_values_outside_the_lists():
@@ -285,9 +286,9 @@ def test_unknown_enum_every_uses_values_outside_the_lists():
     for index, p in enumerate(projects):
         field = ds.unknown_enum_field(spec, "projects", index)
         lists = {
-            "type": ds.PROJECT_TYPES,
-            "class": ds.PROJECT_CLASSES,
-            "constructionStatus": ds.CONSTRUCTION_STATUSES,
+            "type": snapshots.PROJECT_TYPES,
+            "class": snapshots.PROJECT_CLASSES,
+            "constructionStatus": snapshots.CONSTRUCTION_STATUSES,
         }
         for name, values in lists.items():
             assert (p[name] not in values) == (name == field)
@@ -298,8 +299,8 @@ def test_unknown_enum_every_uses_values_outside_the_lists():
         "constructionStatus",
     }
     statuses = [o["status"] for o in ds.iter_items(spec, "property-objects")]
-    assert statuses[1::2] == [ds.UNKNOWN_OBJECT_STATUS] * (len(statuses) // 2)
-    assert ds.UNKNOWN_OBJECT_STATUS not in statuses[0::2]
+    assert statuses[1::2] == [snapshots.UNKNOWN_OBJECT_STATUS] * (len(statuses) // 2)
+    assert snapshots.UNKNOWN_OBJECT_STATUS not in statuses[0::2]
 
 
 def test_deleted_every_marks_every_nth_item_of_each_collection():
@@ -314,9 +315,9 @@ def test_deleted_every_marks_every_nth_item_of_each_collection():
 def test_unknown_reference_every_leaves_region_or_city_unknown():
     spec = DatasetSpec(**{**SMALL.__dict__, "unknown_reference_every": 2})
     for index, p in enumerate(ds.iter_items(spec, "projects")):
-        fields = ds.unknown_reference_fields(spec, index)
+        fields = snapshots.unknown_reference_fields(spec, index)
         for name in ("regionId", "cityId"):
-            assert (p[name] == ds.UNKNOWN_REFERENCE_ID) == (name in fields)
+            assert (p[name] == snapshots.UNKNOWN_REFERENCE_ID) == (name in fields)
         if fields:
             assert p["countryId"] == 643
 
