@@ -12,7 +12,7 @@ and of the PropertyObjects stage the CPU per object and the statements per page.
 The defaults are the simulator's "1m" preset: 100 developers x 100 projects = 10k projects,
 1M property objects (50k buildings, 40k layout groups, 100k layouts). The simulator serves them
 from a subprocess (`pin-chessboard talent-sim serve`); the import runs in this process through
-`run_import`, with the real apply path: replica upserts, outbox rows (upserted + initial price
+`ImportSession.run_here`, with the real apply path: replica upserts, outbox rows (upserted + initial price
 point + Sold statuses), recalc requests, page rows.
 
 Reference, in the same run: the property-object rows the import stored are COPYed into an empty

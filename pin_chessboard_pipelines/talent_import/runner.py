@@ -359,6 +359,19 @@ class ImportSession:
         finally:
             self.source.close()
 
+    def run_here(self) -> TalentInitialImportResult:
+        """The whole import in this process: refusals first, then every stage, then the result.
+
+        Raises Refused (source unavailable, lock held) before writing anything; a failed stage ends
+        the run Failed (resumable) and is reported in the result, not raised. The feature flag is
+        the caller's (talent/flag.py), asked by each entry point."""
+        try:
+            self.open()
+        except BaseException:
+            self.source.close()
+            raise
+        return self.run_stages()
+
     def run_stages(self, stages: Sequence[Entity] = ENTITIES) -> TalentInitialImportResult:
         """Every stage in order, then the run's final status; the lock is released in every case."""
         try:

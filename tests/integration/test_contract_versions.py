@@ -24,9 +24,8 @@ from pin_chessboard_pipelines.talent.simulator.handbook import (
     publish_handbook,
     rename_region,
 )
-from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.request import build_request
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 from tests.support import contract_v2
 from tests.support.contracts import assert_outbox_valid
@@ -60,12 +59,12 @@ def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 def import_dataset(db_url: str, sim) -> None:
-    result = run_import(
+    result = ImportSession(
         db_url,
         build_request(page_size=10),
         ApiPullSource(sim.url),
         options=ImportOptions(lock_timeout_seconds=5, retry_seconds=0.05),
-    )
+    ).run_here()
     assert result.status == "Completed", result
 
 

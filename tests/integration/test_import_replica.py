@@ -10,8 +10,8 @@ import sqlalchemy as sa
 from pin_chessboard_pipelines.entities import COLLECTIONS
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
-from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.request import build_request
+from pin_chessboard_pipelines.talent_import.runner import ImportSession
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 from tests.support.import_probe import CLIENT, FAST
 from tests.support.metrics import sample_value
@@ -33,9 +33,9 @@ SPEC = DatasetSpec(developers=2, projects_per_developer=2, buildings_per_project
 def _import(db_url, sim, **request):
     request.setdefault("page_size", 5)
     request.setdefault("workers", 2)
-    return run_import(
+    return ImportSession(
         db_url, build_request(**request), ApiPullSource(sim.url, client_options=CLIENT), options=FAST
-    )
+    ).run_here()
 
 
 def _count(engine, table: str, where: str = "true") -> int:

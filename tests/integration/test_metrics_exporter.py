@@ -18,10 +18,9 @@ from pin_chessboard_pipelines.replica.apply import apply_snapshots
 from pin_chessboard_pipelines.store.gauges import read_store_gauges
 from pin_chessboard_pipelines.store.metric_samples import read_samples, store_sink
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
-from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.lock import LOCK, ImportLock
 from pin_chessboard_pipelines.talent_import.request import build_request
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 from tests.support.import_runs import insert_import_run
 
@@ -149,13 +148,13 @@ def test_a_rolled_back_page_counts_its_quarantine_once(db_url, engine, talent_si
             raise ConnectionError("the store went away before the commit")
         return result
 
-    result = run_import(
+    result = ImportSession(
         db_url,
         build_request(page_size=4, workers=1),
         ApiPullSource(sim.url),
         options=ImportOptions(retry_seconds=0.01, idle_poll_seconds=0.02, lock_timeout_seconds=1),
         apply=flaky_apply,
-    )
+    ).run_here()
     assert result.status == "Completed" and failed_once
     with engine.connect() as conn:
         quarantined = conn.execute(

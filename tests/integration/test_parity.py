@@ -23,9 +23,8 @@ from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
-from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.request import build_request
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource, TopicReplaySource
 from pin_chessboard_pipelines.talent_sync import TalentSync
 from tests.support.talent_kafka import (
@@ -73,17 +72,17 @@ def test_api_pull_topic_replay_and_streaming_sync_give_the_same_replica_and_even
     ):
         publish_dataset(SPEC, broker)
 
-        api_pull = run_import(
+        api_pull = ImportSession(
             db_url, build_request(mode="ApiPull", page_size=7), ApiPullSource(simulator.url), options=OPTIONS
-        )
+        ).run_here()
         source = TopicReplaySource(broker, engine=get_engine(replay_url))
-        topic_replay = run_import(
+        topic_replay = ImportSession(
             replay_url,
             build_request(mode="TopicReplay", page_size=7),
             source,
             options=OPTIONS,
             apply=source.apply,
-        )
+        ).run_here()
         reset_group(broker)  # the replay handed its offsets over; a fresh replica streams from 0
         streaming = TalentSync(
             get_engine(sync_url), broker, batch_size=25, poll_timeout=0.1, relay_events=False
@@ -108,16 +107,16 @@ def test_api_pull_topic_replay_and_streaming_sync_give_the_same_replica_and_even
         streaming2 = TalentSync(
             get_engine(sync_url), broker, batch_size=25, poll_timeout=0.1, relay_events=False
         ).run(until_idle=True, max_seconds=60)
-        api_pull2 = run_import(
+        api_pull2 = ImportSession(
             db_url, build_request(mode="ApiPull", page_size=7), ApiPullSource(simulator.url), options=OPTIONS
-        )
-        topic_replay2 = run_import(
+        ).run_here()
+        topic_replay2 = ImportSession(
             replay_url,
             build_request(mode="TopicReplay", page_size=7),
             TopicReplaySource(broker, engine=get_engine(replay_url)),
             options=OPTIONS,
             apply=source.apply,
-        )
+        ).run_here()
         assert (
             api_pull2.status == topic_replay2.status == "Completed" and streaming2.stopped is StopReason.DONE
         )

@@ -12,11 +12,10 @@ from pin_chessboard_pipelines.errors import IMPORT_LOCK_HELD, Refused
 from pin_chessboard_pipelines.talent.client import TalentApiClient
 from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
-from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
 from pin_chessboard_pipelines.talent_import.replay_failed import replay_failed
 from pin_chessboard_pipelines.talent_import.request import build_request
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 
 # every event written meets its schema (tests/support/contracts.py)
@@ -32,12 +31,12 @@ def _count(engine, sql: str, **params) -> int:
 
 
 def _import(db_url, sim):
-    return run_import(
+    return ImportSession(
         db_url,
         build_request(page_size=5),
         ApiPullSource(sim.url),
         options=ImportOptions(lock_timeout_seconds=1, retry_seconds=0.05),
-    )
+    ).run_here()
 
 
 def _replay(engine, db_url, sim, run_id=None, lock_timeout=5.0, page_size=500):

@@ -9,9 +9,8 @@ import sqlalchemy as sa
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import.replay import talent_replay_failed
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
-from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.request import build_request
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 
 BROKEN = DatasetSpec(developers=1, projects_per_developer=1, objects_per_project=10, poison_every=5)
@@ -20,12 +19,12 @@ FIXED = DatasetSpec(**{**BROKEN.__dict__, "poison_every": 0})
 
 def test_the_replay_result_is_one_key_value_line(db_url, engine, talent_sim, monkeypatch):
     sim = talent_sim(BROKEN)
-    run_import(
+    ImportSession(
         db_url,
         build_request(page_size=5),
         ApiPullSource(sim.url),
         options=ImportOptions(lock_timeout_seconds=1, retry_seconds=0.05),
-    )
+    ).run_here()
     with engine.connect() as conn:
         quarantined = conn.execute(
             sa.text("SELECT count(*) FROM chessboard.talent_import_failed_items")

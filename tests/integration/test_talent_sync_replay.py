@@ -15,9 +15,8 @@ from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import ensure_topics, publish_dataset
 from pin_chessboard_pipelines.talent.topic_reader import TOMBSTONE
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP
-from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.request import Scope, build_request
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession
 from pin_chessboard_pipelines.talent_import.sources.topic_replay import TopicReplaySource, parse_cursor
 from tests.support.talent_kafka import committed_offsets, count, poisoned_objects, produce
 
@@ -41,13 +40,13 @@ POISONED = poisoned_objects(SPEC)
 def replay(db_url, engine, bootstrap, **request):
     request.setdefault("page_size", 7)  # several pages per partition
     source = TopicReplaySource(bootstrap, engine=engine, reset_offsets=not request.get("dry_run", False))
-    return run_import(
+    return ImportSession(
         db_url,
         build_request(mode="TopicReplay", **request),
         source,
         options=ImportOptions(debounce_seconds=30, cap_seconds=300, retry_seconds=0.05),
         apply=source.apply,
-    )
+    ).run_here()
 
 
 def test_a_refused_replay_touches_no_offset(db_url, engine, broker):
@@ -63,13 +62,13 @@ def test_a_refused_replay_touches_no_offset(db_url, engine, broker):
         other.acquire(0)
         source = TopicReplaySource(broker, engine=engine)
         with pytest.raises(Refused):
-            run_import(
+            ImportSession(
                 db_url,
                 build_request(mode="TopicReplay", page_size=7),
                 source,
                 options=ImportOptions(lock_timeout_seconds=0.2),
                 apply=source.apply,
-            )
+            ).run_here()
     assert committed_offsets(broker)[(PROPERTY_OBJECT.topic, 0)] == 3
 
 

@@ -21,8 +21,8 @@ from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.recalc.drain import drain
 from pin_chessboard_pipelines.store.tables import outbox_messages
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
-from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.request import build_request
+from pin_chessboard_pipelines.talent_import.runner import ImportSession
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 from tests.support.import_probe import CLIENT, FAST
 from tests.support.recalc_data import StoreBuilder, standard_project
@@ -57,7 +57,7 @@ def test_an_import_run_is_one_trace_that_its_events_and_their_consumer_continue(
     sim = talent_sim(SPEC)
     request = build_request(page_size=4, workers=2)
     source = ApiPullSource(sim.url, client_options=CLIENT)
-    assert run_import(db_url, request, source, options=FAST).status == "Completed"
+    assert ImportSession(db_url, request, source, options=FAST).run_here().status == "Completed"
 
     finished = spans.get_finished_spans()
     (run,) = [s for s in finished if s.name == "talent_import.run"]

@@ -18,10 +18,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
-from pin_chessboard_pipelines.talent_import.in_process import run_import
 from pin_chessboard_pipelines.talent_import.request import build_request
 from pin_chessboard_pipelines.talent_import.result import TalentInitialImportResult
-from pin_chessboard_pipelines.talent_import.runner import ImportOptions
+from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 
 FAST = ImportOptions(lock_timeout_seconds=0.3, retry_seconds=0.05, idle_poll_seconds=0.02)
@@ -122,14 +121,14 @@ def probe_import(
 ) -> TalentInitialImportResult:
     """An ApiPull import of the simulator `sim` through `apply`, with the tests' fast options."""
     request.setdefault("page_size", 4)
-    return run_import(
+    return ImportSession(
         db_url,
         build_request(**request),
         ApiPullSource(sim.url, should_stop=should_stop, client_options=CLIENT),
         options=options,
         apply=apply,
         should_stop=should_stop,
-    )
+    ).run_here()
 
 
 def scalar(engine: Engine, sql: str, **params):
@@ -173,13 +172,13 @@ def _killed_import(db_url: str, sim_url: str, kill_entity: str, kill_at_page: in
         die(entity, items)
         return result
 
-    run_import(
+    ImportSession(
         db_url,
         build_request(page_size=page_size, workers=1),
         ApiPullSource(sim_url),
         options=ImportOptions(idle_poll_seconds=0.02),
         apply=write_then_die,
-    )
+    ).run_here()
     raise SystemExit("the import finished before the kill")
 
 
