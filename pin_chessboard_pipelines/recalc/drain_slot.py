@@ -9,6 +9,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -92,28 +93,19 @@ def drain_until(
     return slot.total
 
 
+@dataclass
 class _Slot:
     """The long-lived drain's state between passes: the failed projects' waits, the total."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        ends_at: float,
-        poll_seconds: float,
-        poison_attempts: int,
-        stopper: Stopper,
-        run_log: Any,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.clock = clock
-        self.engine = engine
-        self.ends_at = ends_at
-        self.poll_seconds = poll_seconds
-        self.poison_attempts = poison_attempts
-        self.stopper = stopper
-        self.run_log = run_log
-        self.total = DrainResult(stopped=StopReason.LIFETIME)
-        self.retry_at: dict[UUID, float] = {}  # failed project -> when it may be tried again
+    engine: Engine
+    ends_at: float
+    poll_seconds: float
+    poison_attempts: int
+    stopper: Stopper
+    run_log: Any
+    clock: Callable[[], float] = time.time
+    total: DrainResult = field(default_factory=lambda: DrainResult(stopped=StopReason.LIFETIME))
+    retry_at: dict[UUID, float] = field(default_factory=dict)  # failed project -> when it may be tried again
 
     def waiting(self) -> frozenset[UUID]:
         now = self.clock()
