@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import BigInteger, Column, ForeignKey, Integer, Numeric, SmallInteger, String
 from sqlalchemy.dialects.postgresql import UUID
@@ -40,14 +41,16 @@ class Role(StrEnum):
     PIN = "pin"  # PIN's own (statuses, aggregates, ...): its default on create, never written by a sync
 
 
-def column(name: str, type_: object, role: Role, *args: object, nullable: bool = True, **kw: object) -> Column:
+def column(name: str, type_: Any, role: Role, *args: Any, nullable: bool = True, **kw: Any) -> Column:
     """A column of a replica table and its role."""
-    return Column(name, type_, *args, nullable=nullable, info={ROLE: role}, **kw)  # type: ignore[call-overload]
+    return Column(name, type_, *args, nullable=nullable, info={ROLE: role}, **kw)
 
 
 def parent_key(name: str, table: str, role: Role = Role.SNAPSHOT, nullable: bool = False) -> Column:
     """The PIN id of a parent row (chessboard.{table})."""
-    return column(name, UUID(as_uuid=True), role, ForeignKey(f"{SCHEMA}.{table}.id"), nullable=nullable, index=True)
+    return column(
+        name, UUID(as_uuid=True), role, ForeignKey(f"{SCHEMA}.{table}.id"), nullable=nullable, index=True
+    )
 
 
 def tenant(role: Role = Role.SNAPSHOT) -> Column:
@@ -66,6 +69,7 @@ def pin_counter(name: str) -> Column:
 
 def draft_status(role: Role = Role.PIN) -> Column:
     return column("status", String(32), role, nullable=False, server_default="Draft")
+
 
 # PIN ids are deterministic functions of Talent ids (docs/store.md#replica-tables), so a
 # bootstrap and a streaming sync of the same data produce bit-identical rows.

@@ -52,11 +52,19 @@ class ReplicaEntity:
         """Read besides EXISTING: its project and tenant (the recalcs), its parents' ids and what
         its rules read."""
         e = self.entity
-        wanted = ("project_id", "tenant_id", e.parent_column, e.extra_parent_column, *RULE_COLUMNS.get(e.name, ()))
+        wanted = (
+            "project_id",
+            "tenant_id",
+            e.parent_column,
+            e.extra_parent_column,
+            *RULE_COLUMNS.get(e.name, ()),
+        )
         return tuple(c for c in dict.fromkeys(wanted) if c is not None and c in self.table.c)
 
 
-REPLICA: dict[str, ReplicaEntity] = {e.name: ReplicaEntity(e, REPLICA_BY_ENTITY[e.name]) for e in entities.ENTITIES}
+REPLICA: dict[str, ReplicaEntity] = {
+    e.name: ReplicaEntity(e, REPLICA_BY_ENTITY[e.name]) for e in entities.ENTITIES
+}
 
 
 def replica_entity(name: str) -> ReplicaEntity:

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from pin_chessboard_pipelines.entities import BY_NAME, PROPERTY_OBJECT, Entity
 from pin_chessboard_pipelines.events.outbox import write_outbox_batch
-from pin_chessboard_pipelines.events.payloads import UPSERTED_PAYLOADS
+from pin_chessboard_pipelines.events.payloads import upserted_payload
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason
 from pin_chessboard_pipelines.recalc.queue import enqueue_recalc
 from pin_chessboard_pipelines.replica import rules
@@ -93,7 +93,7 @@ class DatabaseView:
         rows = self._rows(upsert.sql, upsert.parameters(arrays))
         returned = {row["external_talent_id"]: row for row in rows}
         payload, event_type, handbook = (
-            UPSERTED_PAYLOADS[name],
+            upserted_payload(name),
             spec.entity.upserted_event,
             batch.ctx.handbook,
         )
@@ -144,7 +144,7 @@ class DatabaseView:
                 "tenant_ids": array_literal([m[2] for m in moved]),
             },
         )
-        payload = UPSERTED_PAYLOADS[PROPERTY_OBJECT.name]
+        payload = upserted_payload(PROPERTY_OBJECT.name)
         event_type = PROPERTY_OBJECT.upserted_event
         for row in sorted(rows, key=lambda r: (str(r["building_id"]), str(r["number"]), str(r["id"]))):
             batch.events.append(Event(event_type, str(row["id"]), payload(row, batch.ctx.handbook)))
@@ -158,7 +158,7 @@ class DatabaseView:
             else queries["tombstone_rows"].format(table=spec.entity.table)
         )
         rows = self._rows(query, {"ids": talent_ids})
-        payload, event_type = UPSERTED_PAYLOADS[name], spec.entity.upserted_event
+        payload, event_type = upserted_payload(name), spec.entity.upserted_event
         for row in rows:
             batch.events.append(Event(event_type, str(row["id"]), payload(row, batch.ctx.handbook)))
             batch.touch_all(rules.touched_projects(name, row, None))

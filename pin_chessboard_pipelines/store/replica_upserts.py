@@ -15,9 +15,22 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Column, ColumnElement, String, Table, Text, and_, bindparam, case, cast, func, literal
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    String,
+    Table,
+    Text,
+    and_,
+    bindparam,
+    case,
+    cast,
+    func,
+    literal,
+    select,
+    tuple_,
+)
 from sqlalchemy import column as sql_column
-from sqlalchemy import select, tuple_
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 
@@ -26,7 +39,9 @@ from pin_chessboard_pipelines.entities import ROLE, Role
 # the status of an archived project (docs/store.md): a deleted snapshot archives it for good
 ARCHIVED = "Archived"
 # columns that arrive as arrays, one value per snapshot
-PARAMETERS = frozenset({Role.ID, Role.TALENT_ID, Role.REPLICA_VERSION, Role.SNAPSHOT, Role.CREATE_ONLY, Role.OWNER})
+PARAMETERS = frozenset(
+    {Role.ID, Role.TALENT_ID, Role.REPLICA_VERSION, Role.SNAPSHOT, Role.CREATE_ONLY, Role.OWNER}
+)
 # compared old against new: a difference is a published change (version + 1)
 PUBLISHED = frozenset({Role.SNAPSHOT, Role.STAMP})
 # overwritten by every newer snapshot
@@ -84,7 +99,9 @@ def upsert_statement(table: Table) -> Any:
         elif r is Role.SYNCED_AT:
             values[c.name] = func.now()
         elif r is Role.ARCHIVE:
-            values[c.name] = case((rows.c.deleted_at.is_(None), literal(_default(c))), else_=literal(ARCHIVED))
+            values[c.name] = case(
+                (rows.c.deleted_at.is_(None), literal(_default(c))), else_=literal(ARCHIVED)
+            )
         # the others take their column's default on create
     stmt = insert(table).from_select(list(values), select(*values.values()).order_by(rows.c.ord))
     new = stmt.excluded
@@ -104,8 +121,14 @@ def upsert_statement(table: Table) -> Any:
         elif r is Role.ARCHIVE:  # Archived stays Archived (* -> Archived is the last transition)
             update[c.name] = case((new.deleted_at.is_not(None), ARCHIVED), else_=c)
     version = columns_of(table, frozenset({Role.REPLICA_VERSION}))[0]
-    guard = and_(version < new[version.name], *(c == new[c.name] for c in columns_of(table, frozenset({Role.OWNER}))))
-    returned = table.c if table.info.get(RETURNS_BOOKKEEPING, True) else columns_of(table, frozenset(Role) - BOOKKEEPING)
+    guard = and_(
+        version < new[version.name], *(c == new[c.name] for c in columns_of(table, frozenset({Role.OWNER})))
+    )
+    returned = (
+        table.c
+        if table.info.get(RETURNS_BOOKKEEPING, True)
+        else columns_of(table, frozenset(Role) - BOOKKEEPING)
+    )
     return stmt.on_conflict_do_update(
         index_elements=list(columns_of(table, frozenset({Role.TALENT_ID}))), set_=update, where=guard
     ).returning(*returned, (sql_column("xmax") == 0).label("inserted"))

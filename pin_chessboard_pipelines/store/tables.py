@@ -73,8 +73,12 @@ def _replica_columns() -> list[Column]:
         column("replica_version", BigInteger, Role.REPLICA_VERSION, nullable=False),
         column("last_synced_at", DateTime(timezone=True), Role.SYNCED_AT),
         column("version", BigInteger, Role.VERSION, nullable=False, server_default="1"),
-        column("created_at", DateTime(timezone=True), Role.CREATED_AT, nullable=False, server_default=func.now()),
-        column("updated_at", DateTime(timezone=True), Role.UPDATED_AT, nullable=False, server_default=func.now()),
+        column(
+            "created_at", DateTime(timezone=True), Role.CREATED_AT, nullable=False, server_default=func.now()
+        ),
+        column(
+            "updated_at", DateTime(timezone=True), Role.UPDATED_AT, nullable=False, server_default=func.now()
+        ),
         column("deleted_at", DateTime(timezone=True), Role.SNAPSHOT),
     ]
 
