@@ -20,6 +20,7 @@ from sqlalchemy.dialects.postgresql import UUID
 
 SCHEMA = "chessboard"
 ROLE = "role"  # the key of a column's role in its `info`
+ARCHIVED = "Archived"  # the value of an ARCHIVE column once its row was deleted (docs/store.md)
 
 
 class Role(StrEnum):

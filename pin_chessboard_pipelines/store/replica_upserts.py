@@ -34,10 +34,8 @@ from sqlalchemy import column as sql_column
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 
-from pin_chessboard_pipelines.entities import ROLE, Role
+from pin_chessboard_pipelines.entities import ARCHIVED, ROLE, Role
 
-# the status of an archived project (docs/store.md): a deleted snapshot archives it for good
-ARCHIVED = "Archived"
 # columns that arrive as arrays, one value per snapshot
 PARAMETERS = frozenset(
     {Role.ID, Role.TALENT_ID, Role.REPLICA_VERSION, Role.SNAPSHOT, Role.CREATE_ONLY, Role.OWNER}
