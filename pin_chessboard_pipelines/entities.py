@@ -1,13 +1,76 @@
-"""The six Talent entities, once: every name the source, the store, Dagster and the events give them.
+"""The six Talent entities, once: every name the source, the store, Dagster and the events give them,
+and the columns of its replica table with the role of each.
 
 Facts only (docs/talent-source.md, docs/store.md); behaviour keyed by entity lives with its layer.
 `ENTITIES` runs parent -> child: the import walks its stages and TopicReplay its topics in this order.
+From an entity's declaration come its table (store/tables.py adds the columns every replica row
+has), its upsert and version guard (store/replica_upserts.py) and the replica's column lists
+(replica/columns.py).
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import BigInteger, Column, ForeignKey, Integer, Numeric, SmallInteger, String
+from sqlalchemy.dialects.postgresql import UUID
+
+SCHEMA = "chessboard"
+ROLE = "role"  # the key of a column's role in its `info`
+ARCHIVED = "Archived"  # the value of an ARCHIVE column once its row was deleted (docs/store.md)
+
+
+class Role(StrEnum):
+    """What the replica's upsert does with a column (docs/store.md#replica-tables)."""
+
+    ID = "id"  # the PIN id: written on create
+    TALENT_ID = "talent_id"  # the Talent id: the upsert's conflict target
+    REPLICA_VERSION = "replica_version"  # the snapshot's version: the version guard
+    SNAPSHOT = "snapshot"  # from the snapshot, on create and on every newer one; a change is published
+    CREATE_ONLY = "create_only"  # from the snapshot, on create only
+    OWNER = "owner"  # on create only; a snapshot naming another owner changes nothing (version guard)
+    STAMP = "stamp"  # its default on create and on every newer snapshot; a change is published
+    ARCHIVE = "archive"  # its default on create; Archived with a deleted snapshot, then for good
+    SOURCE = "source"  # sync bookkeeping: its default on create and on every newer snapshot
+    SYNCED_AT = "synced_at"  # sync bookkeeping: now() on every applied snapshot
+    VERSION = "version"  # 1 on create, +1 on every published change
+    CREATED_AT = "created_at"  # sync bookkeeping: its default on create, never written again
+    UPDATED_AT = "updated_at"  # sync bookkeeping: now() on every published change
+    PIN = "pin"  # PIN's own (statuses, aggregates, ...): its default on create, never written by a sync
+
+
+def column(name: str, type_: Any, role: Role, *args: Any, nullable: bool = True, **kw: Any) -> Column:
+    """A column of a replica table and its role."""
+    return Column(name, type_, *args, nullable=nullable, info={ROLE: role}, **kw)
+
+
+def parent_key(name: str, table: str, role: Role = Role.SNAPSHOT, nullable: bool = False) -> Column:
+    """The PIN id of a parent row (chessboard.{table})."""
+    return column(
+        name, UUID(as_uuid=True), role, ForeignKey(f"{SCHEMA}.{table}.id"), nullable=nullable, index=True
+    )
+
+
+def tenant(role: Role = Role.SNAPSHOT) -> Column:
+    """The tenant: the developer's PIN id."""
+    return column("tenant_id", UUID(as_uuid=True), role, nullable=False)
+
+
+def name_column() -> Column:
+    return column("name", String(256), Role.SNAPSHOT, nullable=False)
+
+
+def pin_counter(name: str) -> Column:
+    """An aggregate the recalc keeps (docs/project-aggregates-recalc.md)."""
+    return column(name, Integer, Role.PIN, nullable=False, server_default="0")
+
+
+def draft_status(role: Role = Role.PIN) -> Column:
+    return column("status", String(32), role, nullable=False, server_default="Draft")
+
 
 # PIN ids are deterministic functions of Talent ids (docs/store.md#replica-tables), so a
 # bootstrap and a streaming sync of the same data produce bit-identical rows.
@@ -31,9 +94,12 @@ class Entity:
     scope_field: str | None  # snapshot field holding the parent's Talent id (scope filters)
     extra_parent: str | None = None  # optional parent (layout group of a layout, layout of an object)
     extra_parent_column: str | None = None
+    # the columns of its table besides the ones every replica row has (store/tables.py), each with
+    # its Role; declared once, attached to the table once
+    columns: tuple[Column, ...] = field(default=(), compare=False, repr=False)
 
 
-def _entity(
+def declare(
     name: str,
     stage: str,
     collection: str,
@@ -44,7 +110,9 @@ def _entity(
     extra_parent: str | None = None,
     extra_parent_column: str | None = None,
     partitions: int = 3,
+    columns: tuple[Column, ...] = (),
 ) -> Entity:
+    """An entity and the names derived from its collection."""
     table = collection.replace("-", "_")
     return Entity(
         name=name,
@@ -62,16 +130,88 @@ def _entity(
         scope_field=scope_field,
         extra_parent=extra_parent,
         extra_parent_column=extra_parent_column,
+        columns=columns,
     )
 
 
-DEVELOPER = _entity("developer", "Developers", "developers", "Developer", None, None, None)
-PROJECT = _entity("project", "Projects", "projects", "Project", "developer", "developer_id", "developerId")
-BUILDING = _entity("building", "Buildings", "buildings", "Building", "project", "project_id", "projectId")
-LAYOUT_GROUP = _entity(
-    "layoutGroup", "LayoutGroups", "layout-groups", "LayoutGroup", "project", "project_id", "projectId"
+DEVELOPER = declare(
+    "developer",
+    "Developers",
+    "developers",
+    "Developer",
+    None,
+    None,
+    None,
+    columns=(name_column(), column("inn", String(12), Role.SNAPSHOT), draft_status()),
 )
-LAYOUT = _entity(
+PROJECT = declare(
+    "project",
+    "Projects",
+    "projects",
+    "Project",
+    "developer",
+    "developer_id",
+    "developerId",
+    columns=(
+        # a project's tenant and developer never change (CHESSBOARD_SYNC_IMMUTABLE_CHANGED)
+        tenant(Role.CREATE_ONLY),
+        parent_key("developer_id", "developers", Role.OWNER),
+        draft_status(Role.ARCHIVE),  # a snapshot with deletedAt archives the project (docs/store.md)
+        name_column(),
+        column("type", String(32), Role.SNAPSHOT, nullable=False),
+        column("class", String(32), Role.SNAPSHOT, nullable=False),
+        column("construction_status", String(32), Role.SNAPSHOT, nullable=False),
+        column("country_id", SmallInteger, Role.SNAPSHOT, nullable=False),
+        column("region_id", BigInteger, Role.SNAPSHOT),
+        column("city_id", BigInteger, Role.SNAPSHOT),
+        column("stars", SmallInteger, Role.SNAPSHOT),
+        column("hotelier_id", UUID(as_uuid=True), Role.PIN),
+        column("currency_id", SmallInteger, Role.SNAPSHOT, nullable=False),
+        column("payback_years", Numeric, Role.SNAPSHOT),
+        column("cover_image_file_id", UUID(as_uuid=True), Role.PIN),
+        column("price_min", Numeric, Role.PIN),
+        column("price_max", Numeric, Role.PIN),
+        pin_counter("property_objects_total_count"),
+        pin_counter("property_objects_free_count"),
+    ),
+)
+BUILDING = declare(
+    "building",
+    "Buildings",
+    "buildings",
+    "Building",
+    "project",
+    "project_id",
+    "projectId",
+    columns=(
+        tenant(),
+        parent_key("project_id", "projects"),
+        draft_status(),
+        name_column(),
+        column("floors_count", SmallInteger, Role.SNAPSHOT, nullable=False),
+        pin_counter("property_objects_total_count"),
+        pin_counter("property_objects_free_count"),
+    ),
+)
+LAYOUT_GROUP = declare(
+    "layoutGroup",
+    "LayoutGroups",
+    "layout-groups",
+    "LayoutGroup",
+    "project",
+    "project_id",
+    "projectId",
+    columns=(
+        tenant(),
+        parent_key("project_id", "projects"),
+        name_column(),
+        column("rooms", SmallInteger, Role.SNAPSHOT, nullable=False),
+        pin_counter("layouts_count"),
+        column("area_min", Numeric, Role.PIN),
+        column("area_max", Numeric, Role.PIN),
+    ),
+)
+LAYOUT = declare(
     "layout",
     "Layouts",
     "layouts",
@@ -81,8 +221,17 @@ LAYOUT = _entity(
     "projectId",
     "layoutGroup",
     "layout_group_id",
+    columns=(
+        tenant(),
+        parent_key("project_id", "projects"),
+        parent_key("layout_group_id", "layout_groups", nullable=True),
+        name_column(),
+        column("rooms", SmallInteger, Role.SNAPSHOT, nullable=False),
+        column("total_area", Numeric, Role.SNAPSHOT, nullable=False),
+        pin_counter("property_objects_count"),
+    ),
 )
-PROPERTY_OBJECT = _entity(
+PROPERTY_OBJECT = declare(
     "propertyObject",
     "PropertyObjects",
     "property-objects",
@@ -93,6 +242,20 @@ PROPERTY_OBJECT = _entity(
     "layout",
     "layout_id",
     partitions=6,
+    columns=(
+        tenant(),
+        parent_key("project_id", "projects"),
+        parent_key("building_id", "buildings"),
+        parent_key("layout_id", "layouts", nullable=True),
+        column("number", String(32), Role.SNAPSHOT, nullable=False),
+        column("floor", SmallInteger, Role.SNAPSHOT, nullable=False),
+        column("section", SmallInteger, Role.SNAPSHOT),
+        column("status", String(32), Role.SNAPSHOT, nullable=False),
+        # Talent's status is TalentSync's, on create and on update
+        column("status_source", String(32), Role.STAMP, nullable=False, server_default="TalentSync"),
+        column("price", Numeric, Role.SNAPSHOT),
+        column("total_area", Numeric, Role.SNAPSHOT),
+    ),
 )
 
 ENTITIES: tuple[Entity, ...] = (DEVELOPER, PROJECT, BUILDING, LAYOUT_GROUP, LAYOUT, PROPERTY_OBJECT)

@@ -13,6 +13,7 @@ import dagster as dg
 from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql
 
+from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.recalc.runbook import OLDEST_ROWS
 from pin_chessboard_pipelines.store import tables
 
@@ -30,12 +31,7 @@ METADATA_KEYS_KEY = "metadata_keys"  # definition metadata: what each materializ
 
 # The table an asset is, by asset key (chessboard_aggregates spans four tables: no single schema).
 ASSET_TABLES: Mapping[str, Table] = {
-    "developers": tables.developers,
-    "projects": tables.projects,
-    "buildings": tables.buildings,
-    "layout_groups": tables.layout_groups,
-    "layouts": tables.layouts,
-    "property_objects": tables.property_objects,
+    **{e.asset: tables.REPLICA_BY_ENTITY[e.name] for e in ENTITIES},
     "pin_chessboard_events": tables.outbox_messages,
     "project_inventory_daily": tables.project_inventory_daily,
 }
@@ -229,7 +225,9 @@ def column_type(table: Table, column: str) -> str:
 
 
 def column_description(table: Table, column: str) -> str:
-    return TABLE_COLUMN_DESCRIPTIONS.get((table.name, column)) or COLUMN_DESCRIPTIONS[column]
+    """The (table, column) entry, the column's own `doc` (its declaration), or the column name's."""
+    own = table.c[column].doc
+    return TABLE_COLUMN_DESCRIPTIONS.get((table.name, column)) or own or COLUMN_DESCRIPTIONS[column]
 
 
 def column_schema(table: Table) -> dg.TableSchema:

@@ -205,3 +205,21 @@ UPSERTED_PAYLOADS: dict[str, Callable[[Mapping[str, Any], Handbook], dict[str, A
     entities.LAYOUT.name: lambda row, handbook: layout_upserted(row),
     entities.PROPERTY_OBJECT.name: lambda row, handbook: property_object_upserted(row),
 }
+
+
+def declared_payload(entity: entities.Entity) -> Callable[[Mapping[str, Any], Handbook], dict[str, Any]]:
+    """The upserted payload of an entity without a builder of its own: its id, its declared columns
+    (entities.py) by their camelCase names, deletedAt and version, JSON-ready (docs/events.md#payloads)."""
+    fields = ("id", *(c.name for c in entity.columns), "deleted_at", "version")
+    names = {f: _camel(f) for f in fields}
+    return lambda row, handbook: {names[f]: json_value(row[f]) for f in fields}
+
+
+def upserted_payload(entity: str) -> Callable[[Mapping[str, Any], Handbook], dict[str, Any]]:
+    """The builder of an entity's upserted payload from a store row."""
+    return UPSERTED_PAYLOADS.get(entity) or declared_payload(entities.entity(entity))
+
+
+def _camel(column: str) -> str:
+    head, *rest = column.split("_")
+    return head + "".join(part.title() for part in rest)

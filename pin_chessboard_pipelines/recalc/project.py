@@ -180,7 +180,7 @@ def parse_row(text: str) -> dict[str, Any]:
 
 def event_of(label: str, row: dict[str, Any], handbook: Handbook, correlation_id: str) -> OutboxEvent:
     entity = _REPUBLISHED_ENTITIES[label]
-    payload = payloads.UPSERTED_PAYLOADS[entity.name](row, handbook)
+    payload = payloads.upserted_payload(entity.name)(row, handbook)
     return OutboxEvent(entity.upserted_event, str(row["id"]), payload, correlation_id)
 
 

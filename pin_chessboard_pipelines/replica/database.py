@@ -1,6 +1,7 @@
 """The replica as the apply path's view: set-based reads and writes on the caller's transaction.
 
-Per batch a constant number of statements (store/sql/replica.sql): the current rows of the batch's
+Per batch a constant number of statements (store/sql/replica.sql, and the upsert written from the
+entity's declaration, store/replica_upserts.py): the current rows of the batch's
 ids, one query per parent table, the live-number holders (property objects), one multi-row upsert,
 then one INSERT of the quarantine rows, one COPY of the outbox rows and one `enqueue_recalc`.
 Column values go as one array literal per column (`unnest`), never one round trip per row.
@@ -17,12 +18,12 @@ from sqlalchemy.engine import Connection
 
 from pin_chessboard_pipelines.entities import BY_NAME, PROPERTY_OBJECT, Entity
 from pin_chessboard_pipelines.events.outbox import write_outbox_batch
-from pin_chessboard_pipelines.events.payloads import UPSERTED_PAYLOADS
+from pin_chessboard_pipelines.events.payloads import upserted_payload
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason
 from pin_chessboard_pipelines.recalc.queue import enqueue_recalc
 from pin_chessboard_pipelines.replica import rules
 from pin_chessboard_pipelines.replica.batch import Batch, Event, Item
-from pin_chessboard_pipelines.replica.columns import EXISTING, TEXT_COLUMNS, ReplicaEntity
+from pin_chessboard_pipelines.replica.columns import EXISTING, ReplicaEntity
 from pin_chessboard_pipelines.replica.context import STREAMING_RUN_ID
 from pin_chessboard_pipelines.replica.quarantine import insert_failed_items
 from pin_chessboard_pipelines.replica.rules import NumberKey
@@ -84,14 +85,16 @@ class DatabaseView:
 
     def store(self, batch: Batch, decided: list[Item]) -> None:
         spec, name = batch.spec, batch.spec.name
-        params = {
-            column: array_literal([item.values[column] for item in decided], column in TEXT_COLUMNS)
+        text = spec.text_columns
+        arrays = {
+            column: array_literal([item.values[column] for item in decided], column in text)
             for column in spec.upsert_columns
         }
-        rows = self._rows(queries("replica")[f"upsert_{spec.entity.table}"], params)
+        upsert = spec.upsert  # written from the entity's declaration (store/replica_upserts.py)
+        rows = self._rows(upsert.sql, upsert.parameters(arrays))
         returned = {row["external_talent_id"]: row for row in rows}
         payload, event_type, handbook = (
-            UPSERTED_PAYLOADS[name],
+            upserted_payload(name),
             spec.entity.upserted_event,
             batch.ctx.handbook,
         )
@@ -142,7 +145,7 @@ class DatabaseView:
                 "tenant_ids": array_literal([m[2] for m in moved]),
             },
         )
-        payload = UPSERTED_PAYLOADS[PROPERTY_OBJECT.name]
+        payload = upserted_payload(PROPERTY_OBJECT.name)
         event_type = PROPERTY_OBJECT.upserted_event
         for row in sorted(rows, key=lambda r: (str(r["building_id"]), str(r["number"]), str(r["id"]))):
             batch.events.append(Event(event_type, str(row["id"]), payload(row, batch.ctx.handbook)))
@@ -156,7 +159,7 @@ class DatabaseView:
             else with_identifiers(replica["tombstone_rows"], table=spec.entity.table)
         )
         rows = self._rows(query, {"ids": talent_ids})
-        payload, event_type = UPSERTED_PAYLOADS[name], spec.entity.upserted_event
+        payload, event_type = upserted_payload(name), spec.entity.upserted_event
         for row in rows:
             batch.events.append(Event(event_type, str(row["id"]), payload(row, batch.ctx.handbook)))
             batch.touch_all(rules.touched_projects(name, row, None))

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from pin_chessboard_pipelines.entities import Entity
+from pin_chessboard_pipelines import entities
+from pin_chessboard_pipelines.entities import ARCHIVED, ROLE, Entity, Role
 from pin_chessboard_pipelines.errors import SYNC_PARENT_MISMATCH, SYNC_PARENT_NOT_FOUND
 from pin_chessboard_pipelines.events import payloads
 from pin_chessboard_pipelines.talent.snapshots import TalentRecord
@@ -18,7 +19,6 @@ from pin_chessboard_pipelines.talent.topic_reader import Source
 TALENT_SYNC = "TalentSync"  # status_source of replicated statuses; source of price/status events
 # A PIN-side hold that a Talent `Sold` must not silently override (CHESSBOARD_SYNC_STATUS_CONFLICT).
 HELD_STATUSES = frozenset({"Reserved", "Booked"})
-ARCHIVED = "Archived"  # the status of a deleted project (docs/store.md#replica-tables)
 
 Row = Mapping[str, Any]
 NumberKey = tuple[str, str]  # (building PIN id, number)
@@ -241,12 +241,16 @@ def moved_building(row: Row, old: Row | None) -> tuple[str, str, str] | None:
 
 
 def dry_run_row(entity: str, values: Row, old: Row | None) -> dict[str, Any]:
-    """What the upsert would store: the snapshot's values over the current row, version + 1."""
+    """What the upsert would store: the snapshot's values over the current row, version + 1, its
+    stamps (an object's status_source) and its archive flag (a deleted project's status) as the
+    roles of its columns say (entities.py)."""
     stored = {**(old or {}), **values, "version": 1 if old is None else old["version"] + 1}
-    if entity == "propertyObject":
-        stored["status_source"] = TALENT_SYNC
-    if entity == "project" and stored.get("deleted_at") is not None:
-        stored["status"] = ARCHIVED
+    for column in entities.entity(entity).columns:
+        role = column.info[ROLE]
+        if role is Role.STAMP and column.server_default is not None:
+            stored[column.name] = getattr(column.server_default, "arg", None)
+        elif role is Role.ARCHIVE and stored.get("deleted_at") is not None:
+            stored[column.name] = ARCHIVED
     return stored
 
 

@@ -23,8 +23,9 @@ from sqlalchemy.dialects.postgresql.psycopg2 import PGDialect_psycopg2
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-# A named query (store/queries.py), or one with identifiers quoted by the driver (with_identifiers)
-Statement: TypeAlias = TextClause | pgsql.Composable
+# A named query (store/queries.py), one with identifiers quoted by the driver (with_identifiers), or
+# a statement SQLAlchemy compiled for psycopg2 already (the replica upserts, store/replica_upserts.py)
+Statement: TypeAlias = TextClause | pgsql.Composable | str
 _DIALECT = PGDialect_psycopg2()
 
 _UUID_AS_TEXT = new_type((2950,), "PIN_UUID_TEXT", lambda value, cursor: value)

@@ -29,7 +29,21 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
-SCHEMA = "chessboard"
+from pin_chessboard_pipelines.entities import (
+    BUILDING,
+    DEVELOPER,
+    ENTITIES,
+    LAYOUT,
+    LAYOUT_GROUP,
+    PROJECT,
+    PROPERTY_OBJECT,
+    SCHEMA,
+    Entity,
+    Role,
+    column,
+)
+from pin_chessboard_pipelines.store.replica_upserts import RETURNS_BOOKKEEPING
+
 ANALYTICS_SCHEMA = "chessboard_analytics"
 
 metadata = MetaData(
@@ -51,125 +65,45 @@ def _ts(name: str, nullable: bool = False, default: bool = True) -> Column:
 
 
 def _replica_columns() -> list[Column]:
-    """Columns every replica row has (docs/store.md#replica-tables)."""
+    """Columns every replica row has (docs/store.md#replica-tables), with their roles."""
     return [
-        Column("id", UUID(as_uuid=True), primary_key=True),
-        Column("external_talent_id", UUID(as_uuid=True), nullable=False, unique=True),
-        Column("sync_source", String(32), nullable=False, server_default="TalentChessboard"),
-        Column("replica_version", BigInteger, nullable=False),
-        _ts("last_synced_at", nullable=True, default=False),
-        Column("version", BigInteger, nullable=False, server_default="1"),
-        _ts("created_at"),
-        _ts("updated_at"),
-        _ts("deleted_at", nullable=True, default=False),
+        column("id", UUID(as_uuid=True), Role.ID, primary_key=True, nullable=False),
+        column("external_talent_id", UUID(as_uuid=True), Role.TALENT_ID, nullable=False, unique=True),
+        column("sync_source", String(32), Role.SOURCE, nullable=False, server_default="TalentChessboard"),
+        column("replica_version", BigInteger, Role.REPLICA_VERSION, nullable=False),
+        column("last_synced_at", DateTime(timezone=True), Role.SYNCED_AT),
+        column("version", BigInteger, Role.VERSION, nullable=False, server_default="1"),
+        column(
+            "created_at", DateTime(timezone=True), Role.CREATED_AT, nullable=False, server_default=func.now()
+        ),
+        column(
+            "updated_at", DateTime(timezone=True), Role.UPDATED_AT, nullable=False, server_default=func.now()
+        ),
+        column("deleted_at", DateTime(timezone=True), Role.SNAPSHOT),
     ]
 
 
-def _fk(column: str, target: str, nullable: bool = False) -> Column:
-    return Column(
-        column, UUID(as_uuid=True), ForeignKey(f"{SCHEMA}.{target}.id"), nullable=nullable, index=True
-    )
+def replica_table(entity: Entity, meta: MetaData = metadata) -> Table:
+    """The replica table of an entity: the columns every replica row has, then its own
+    (entities.py); the upsert is written from their roles (store/replica_upserts.py)."""
+    return Table(entity.table, meta, *_replica_columns(), *entity.columns)
 
 
-developers = Table(
-    "developers",
-    metadata,
-    *_replica_columns(),
-    Column("name", String(256), nullable=False),
-    Column("inn", String(12)),
-    Column("status", String(32), nullable=False, server_default="Draft"),
+REPLICA_TABLES = tuple(replica_table(e) for e in ENTITIES)
+REPLICA_BY_ENTITY: dict[str, Table] = {e.name: t for e, t in zip(ENTITIES, REPLICA_TABLES, strict=True)}
+developers, projects, buildings, layout_groups, layouts, property_objects = (
+    REPLICA_BY_ENTITY[e.name] for e in (DEVELOPER, PROJECT, BUILDING, LAYOUT_GROUP, LAYOUT, PROPERTY_OBJECT)
 )
-
-projects = Table(
-    "projects",
-    metadata,
-    *_replica_columns(),
-    Column("tenant_id", UUID(as_uuid=True), nullable=False),
-    _fk("developer_id", "developers"),
-    Column("status", String(32), nullable=False, server_default="Draft"),
-    Column("name", String(256), nullable=False),
-    Column("type", String(32), nullable=False),
-    Column("class", String(32), nullable=False),
-    Column("construction_status", String(32), nullable=False),
-    Column("country_id", SmallInteger, nullable=False),
-    Column("region_id", BigInteger),
-    Column("city_id", BigInteger),
-    Column("stars", SmallInteger),
-    Column("hotelier_id", UUID(as_uuid=True)),
-    Column("currency_id", SmallInteger, nullable=False),
-    Column("payback_years", Numeric),
-    Column("cover_image_file_id", UUID(as_uuid=True)),
-    Column("price_min", Numeric),
-    Column("price_max", Numeric),
-    Column("property_objects_total_count", Integer, nullable=False, server_default="0"),
-    Column("property_objects_free_count", Integer, nullable=False, server_default="0"),
+# A number is unique among the live objects of a building (docs/store.md#replica-tables).
+Index(
+    "uq_property_objects_live_number",
+    property_objects.c.building_id,
+    property_objects.c.number,
+    unique=True,
+    postgresql_where=text("deleted_at IS NULL"),
 )
-
-buildings = Table(
-    "buildings",
-    metadata,
-    *_replica_columns(),
-    Column("tenant_id", UUID(as_uuid=True), nullable=False),
-    _fk("project_id", "projects"),
-    Column("status", String(32), nullable=False, server_default="Draft"),
-    Column("name", String(256), nullable=False),
-    Column("floors_count", SmallInteger, nullable=False),
-    Column("property_objects_total_count", Integer, nullable=False, server_default="0"),
-    Column("property_objects_free_count", Integer, nullable=False, server_default="0"),
-)
-
-layout_groups = Table(
-    "layout_groups",
-    metadata,
-    *_replica_columns(),
-    Column("tenant_id", UUID(as_uuid=True), nullable=False),
-    _fk("project_id", "projects"),
-    Column("name", String(256), nullable=False),
-    Column("rooms", SmallInteger, nullable=False),
-    Column("layouts_count", Integer, nullable=False, server_default="0"),
-    Column("area_min", Numeric),
-    Column("area_max", Numeric),
-)
-
-layouts = Table(
-    "layouts",
-    metadata,
-    *_replica_columns(),
-    Column("tenant_id", UUID(as_uuid=True), nullable=False),
-    _fk("project_id", "projects"),
-    _fk("layout_group_id", "layout_groups", nullable=True),
-    Column("name", String(256), nullable=False),
-    Column("rooms", SmallInteger, nullable=False),
-    Column("total_area", Numeric, nullable=False),
-    Column("property_objects_count", Integer, nullable=False, server_default="0"),
-)
-
-property_objects = Table(
-    "property_objects",
-    metadata,
-    *_replica_columns(),
-    Column("tenant_id", UUID(as_uuid=True), nullable=False),
-    _fk("project_id", "projects"),
-    _fk("building_id", "buildings"),
-    _fk("layout_id", "layouts", nullable=True),
-    Column("number", String(32), nullable=False),
-    Column("floor", SmallInteger, nullable=False),
-    Column("section", SmallInteger),
-    Column("status", String(32), nullable=False),
-    Column("status_source", String(32), nullable=False, server_default="TalentSync"),
-    Column("price", Numeric),
-    Column("total_area", Numeric),
-    # A number is unique among the live objects of a building (docs/store.md#replica-tables).
-    Index(
-        "uq_property_objects_live_number",
-        "building_id",
-        "number",
-        unique=True,
-        postgresql_where=text("deleted_at IS NULL"),
-    ),
-)
-
-REPLICA_TABLES = (developers, projects, buildings, layout_groups, layouts, property_objects)
+# the columns of the events and the recalc, no more: each returned column is parsed by the driver
+property_objects.info[RETURNS_BOOKKEEPING] = False
 
 # Handbook replica: reference data the project ships (docs/store.md#handbook-replica).
 handbook_countries = Table(
