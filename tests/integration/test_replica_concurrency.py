@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 
-
 from pin_chessboard_pipelines.errors import (
     SYNC_DUPLICATE_NUMBER,
 )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-
 from pin_chessboard_pipelines.errors import (
     SYNC_VALIDATION_FAILED,
 )
