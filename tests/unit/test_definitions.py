@@ -28,6 +28,7 @@ UNSTABLE = ("description", "source")  # prose, and line numbers that move with e
 
 def dg_list_defs(dagster_home: Path) -> dict[str, Any]:
     """`dg list defs --json` run on the checkout, on a DAGSTER_HOME of Dagster's local storage."""
+    assert DG.exists(), f"{DG} is missing: dagster-dg-cli (the dev extra) is installed by `make install`"
     (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     done = subprocess.run(
         [str(DG), "list", "defs", "--json"],
