@@ -49,7 +49,7 @@ def _partitions(partitions_def: dg.PartitionsDefinition | None) -> str | None:
 
 
 def normalise(listed: dict[str, Any], defs: dg.Definitions) -> dict[str, Any]:
-    """`listed` (dg list defs --json) without UNSTABLE, each section sorted by its key, and what dg
+    """`listed` (dg list defs --json) without UNSTABLE, each section in a stable order, and what dg
     does not print taken from `defs`, the definitions it listed."""
     specs = {spec.key.to_user_string(): spec for spec in defs.resolve_all_asset_specs()}
     sensors = {sensor.name: sensor for sensor in defs.get_repository_def().sensor_defs}
