@@ -24,11 +24,15 @@ system-packages:
 demo: $(STAMP)
 	$(BIN)/pin-chessboard dev --demo
 
+# `dg check defs`: the definitions load ([tool.dg] in pyproject.toml), on a DAGSTER_HOME of its own
+# (Dagster's local storage there, not the PostgreSQL storage of dagster.yaml)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy pin_chessboard_pipelines
 	$(BIN)/lint-imports
+	mkdir -p .state/dg-home && printf 'telemetry:\n  enabled: false\n' > .state/dg-home/dagster.yaml
+	DAGSTER_HOME=$(CURDIR)/.state/dg-home $(BIN)/dg check defs
 
 # The suite on TEST_WORKERS processes (pytest-xdist): most tests wait (Dagster's daemon, a browser, a
 # process start), so more workers than cores. Each worker starts its own PostgreSQL and broker; the

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pin_chessboard_pipelines.runtime.embedded import free_port, port_open
+from tests.support.command_env import clean_environ
 from tests.support.polling import wait_until
 
 # one worker runs the module (its fixtures start once): --dist loadgroup
@@ -77,12 +78,7 @@ def state_dir() -> Path:
 def test_dev_stops_every_process_it_started(state_dir, signum, output):
     if port_open("127.0.0.1", 19092) or port_open("127.0.0.1", 18080):
         pytest.skip("another embedded broker or simulator listens on the default ports")
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("CHESSBOARD_", "DAGSTER_", "TALENT_", "KAFKA_", "PIN_CHESSBOARD_"))
-    }
-    env.update(PIN_CHESSBOARD_STATE_DIR=str(state_dir))
+    env = {**clean_environ("KAFKA_", "PIN_CHESSBOARD_"), "PIN_CHESSBOARD_STATE_DIR": str(state_dir)}
     log = state_dir / f"dev-{signum.name}-{output}.log"
     command = [str(BIN / "pin-chessboard"), "dev", "--port", str(free_port())]
     reader = None

@@ -4,7 +4,6 @@ result JSON on the last line of stdout, the run in the Dagster instance, Ctrl-C.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from pin_chessboard_pipelines.talent.simulator import dataset
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from pin_chessboard_pipelines.talent.simulator.publish import publish_dataset
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
+from tests.support.command_env import command_env
 from tests.support.talent_kafka import own_broker
 
 SPEC = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=15)
@@ -28,14 +28,7 @@ SPEC = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=1
 
 @pytest.fixture
 def cli_env(tmp_path: Path, db_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHESSBOARD_", "DAGSTER_", "TALENT_"))}
-    env.update(
-        CHESSBOARD_DATABASE_URL=db_url,
-        DAGSTER_HOME=str(tmp_path / "dagster_home"),
-        PIN_CHESSBOARD_STATE_DIR=str(tmp_path),
-        PYTHONPATH=str(PROJECT_ROOT),
-    )
-    return env
+    return command_env(db_url, tmp_path, dagster_home=tmp_path / "dagster_home")
 
 
 def _command(*args: str) -> list[str]:

@@ -24,6 +24,7 @@ from pin_chessboard_pipelines.recalc.queue import queue_status
 from pin_chessboard_pipelines.settings import PROJECT_ROOT
 from pin_chessboard_pipelines.store.engine import sqlalchemy_url, with_database
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
+from tests.support.command_env import command_env
 from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.slow
@@ -56,12 +57,10 @@ def test_a_killed_cli_imports_held_requests_are_drained_within_4_minutes_and_the
     import dagster as dg
 
     sim = talent_sim(SPEC)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHESSBOARD_", "DAGSTER_", "TALENT_"))}
-    env.update(
-        CHESSBOARD_DATABASE_URL=db_url,
-        DAGSTER_HOME=str(tmp_path / "dagster_home"),
-        PIN_CHESSBOARD_STATE_DIR=str(tmp_path),
-        PYTHONPATH=str(PROJECT_ROOT),
+    env = command_env(
+        db_url,
+        tmp_path,
+        dagster_home=tmp_path / "dagster_home",
         TALENT_API_URL=sim.url,
         CHESSBOARD_RECALC_DEBOUNCE_SECONDS=str(DEBOUNCE),
         CHESSBOARD_RECALC_CAP_SECONDS=str(CAP),

@@ -22,6 +22,7 @@ from pin_chessboard_pipelines.observability.samples import FLUSH_SECONDS
 from pin_chessboard_pipelines.settings import PROJECT_ROOT
 from pin_chessboard_pipelines.store.metric_samples import store_sink
 from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
+from tests.support.command_env import command_env
 from tests.support.polling import wait_until
 from tests.support.prometheus import Prometheus, metrics_serve, prometheus_scraping
 from tests.unit.test_dashboard import dashboard_expressions
@@ -72,12 +73,10 @@ def _eventually_within(prometheus: Prometheus, promql: str, low: float, high: fl
 @pytest.mark.slow
 def test_prometheus_sees_the_jobs_metrics(db_url, engine, tmp_path, talent_sim, kafka_bootstrap):
     sim = talent_sim(SPEC)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHESSBOARD_", "DAGSTER_", "TALENT_"))}
-    env.update(
-        CHESSBOARD_DATABASE_URL=db_url,
-        DAGSTER_HOME=str(tmp_path / "dagster_home"),
-        PIN_CHESSBOARD_STATE_DIR=str(tmp_path),
-        PYTHONPATH=str(PROJECT_ROOT),
+    env = command_env(
+        db_url,
+        tmp_path,
+        dagster_home=tmp_path / "dagster_home",
         TALENT_API_URL=sim.url,
         KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap,
         CHESSBOARD_RECALC_DEBOUNCE_SECONDS="0",
@@ -179,10 +178,7 @@ def test_sync_quarantines_keep_their_consumer_through_a_real_scrape(db_url, tmp_
     """`chessboard_sync_failed_items_total` names the sync in `consumer`: scraped with the default
     honor_labels (false), the series keep it and the scrape's own `job`; CHESSBOARD_SYNC_FAILED_ITEMS
     fires per consumer, naming it in its `job` label as the other alerts do."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHESSBOARD_", "DAGSTER_", "TALENT_"))}
-    env.update(
-        CHESSBOARD_DATABASE_URL=db_url, PIN_CHESSBOARD_STATE_DIR=str(tmp_path), PYTHONPATH=str(PROJECT_ROOT)
-    )
+    env = command_env(db_url, tmp_path)
     with metrics_serve(env, PROJECT_ROOT) as target, prometheus_scraping(target, RULES) as prometheus:
         wait_until(
             lambda: len(prometheus.api("query", query="chessboard_sync_failed_items_total")["result"]) == 2,
@@ -235,17 +231,7 @@ def test_waiting_dead_letters_fire_their_alert_until_replayed(db_url, engine, tm
         writer = DeadLetterWriter(broker, "pin-chessboard-talent-sync.dlq", "talent-sync")
         writer.send(letter, "developer refused", 3)
         writer.close()
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("CHESSBOARD_", "DAGSTER_", "TALENT_", "KAFKA_"))
-        }
-        env.update(
-            CHESSBOARD_DATABASE_URL=db_url,
-            PIN_CHESSBOARD_STATE_DIR=str(tmp_path),
-            PYTHONPATH=str(PROJECT_ROOT),
-            KAFKA_BOOTSTRAP_SERVERS=broker,
-        )
+        env = command_env(db_url, tmp_path, drop=("KAFKA_",), KAFKA_BOOTSTRAP_SERVERS=broker)
         with metrics_serve(env, PROJECT_ROOT) as target, prometheus_scraping(target, RULES) as prometheus:
             waiting = 'chessboard_consumer_dead_letters_waiting{consumer="%s"}'
             _eventually(prometheus, waiting % "talent-sync", 1, timeout=60)

@@ -133,7 +133,6 @@ def test_a_sigkilled_drain_worker_is_marked_failed_and_the_sensor_launches_again
 
 def test_the_retention_job_deletes_old_runs_of_the_frequent_jobs_and_keeps_imports(dagster_stack):
     import dagster as dg
-    from dagster._core.storage.dagster_run import DagsterRun
 
     gql = dagster_stack.graphql
     schedule = gql.schedule(SCHEDULE_NAME)
@@ -149,7 +148,7 @@ def test_the_retention_job_deletes_old_runs_of_the_frequent_jobs_and_keeps_impor
     recent = str(uuid.uuid4())
     with dagster_stack.instance() as instance:
         for job, run_id in [*old.items(), ("project_aggregates_recalc", recent)]:
-            instance.add_run(DagsterRun(job_name=job, run_id=run_id, status=dg.DagsterRunStatus.SUCCESS))
+            instance.add_run(dg.DagsterRun(job_name=job, run_id=run_id, status=dg.DagsterRunStatus.SUCCESS))
             instance.report_engine_event("a line of its log", instance.get_run_by_id(run_id))
     ids = ", ".join(f"'{run_id}'" for run_id in old.values())
     dagster_stack.dagster_sql(

@@ -16,6 +16,7 @@ from typing import Any
 
 from pin_chessboard_pipelines.settings import PROJECT_ROOT
 from pin_chessboard_pipelines.store.engine import sqlalchemy_url, with_database
+from tests.support.command_env import command_env
 
 
 @dataclass
@@ -54,18 +55,14 @@ class Cli:
     def __init__(self, tmp_path: Path, database_url: str, bootstrap: str, **env: str) -> None:
         self.tmp_path = tmp_path
         self.database_url = database_url
-        base = {
-            k: v for k, v in os.environ.items() if not k.startswith(("CHESSBOARD_", "DAGSTER_", "TALENT_"))
-        }
         database = database_url.rsplit("/", 1)[1]
-        base.update(
-            CHESSBOARD_DATABASE_URL=database_url,
-            DAGSTER_HOME=str(tmp_path / "dagster_home"),
+        base = command_env(
+            database_url,
+            tmp_path / "state",
+            dagster_home=tmp_path / "dagster_home",
             DAGSTER_POSTGRES_URL=sqlalchemy_url(with_database(database_url, f"dagster_{database}")),
-            PIN_CHESSBOARD_STATE_DIR=str(tmp_path / "state"),
             KAFKA_BOOTSTRAP_SERVERS=bootstrap,
             CHESSBOARD_RECALC_DEBOUNCE_SECONDS="0",
-            PYTHONPATH=str(PROJECT_ROOT),
             PYTHONUNBUFFERED="1",
         )
         base.update(env)

@@ -1,5 +1,5 @@
-"""Fixtures the integration tests share: a Kafka broker of the test's own, and the environment
-of an in-process `pin-chessboard` command."""
+"""Fixtures the integration tests share: a Kafka broker of the test's own, the environment of an
+in-process `pin-chessboard` command, and the replica's apply context."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.replica import context_factory
 from tests.support.talent_kafka import own_broker
 
 
@@ -36,3 +37,9 @@ def cli_env(db_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Pat
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.setenv("DAGSTER_POSTGRES_URL", db_url)
     return home
+
+
+@pytest.fixture
+def make_ctx(engine):
+    """context_factory(engine): `make_ctx(run_id=..., stage=...)` is an apply context on the test's store."""
+    return context_factory(engine)

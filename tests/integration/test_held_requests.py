@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.recalc.debounce import RecalcReason
@@ -21,15 +20,10 @@ from pin_chessboard_pipelines.recalc.queue import (
 from pin_chessboard_pipelines.replica.apply import DryRunState
 from pin_chessboard_pipelines.store.queries import queries
 from tests.support.import_runs import insert_import_run
-from tests.support.replica import RUN_ID, Tree, apply, context_factory, one, pid
+from tests.support.replica import RUN_ID, Tree, apply, one, pid
 
 DEBOUNCE, CAP = 30.0, 300.0
 POISON = 5
-
-
-@pytest.fixture
-def make_ctx(engine):
-    return context_factory(engine)
 
 
 def _run(engine, run_id: uuid.UUID, status: str = "Running", dagster_run_id: str | None = None) -> None:

@@ -6,7 +6,6 @@ import uuid
 from datetime import datetime
 from decimal import Decimal
 
-import pytest
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.events.outbox import OutboxEvent
@@ -16,7 +15,6 @@ from tests.support.replica import (
     Tree,
     apply,
     apply_in_pages,
-    context_factory,
     counts,
     one,
     outbox,
@@ -26,11 +24,6 @@ from tests.support.replica import (
     stage_items,
     tid,
 )
-
-
-@pytest.fixture
-def make_ctx(engine):
-    return context_factory(engine)
 
 
 def test_create_path_rows_events_and_recalc(engine, make_ctx):

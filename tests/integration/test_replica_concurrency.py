@@ -5,8 +5,6 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
 from pin_chessboard_pipelines.errors import (
     SYNC_DUPLICATE_NUMBER,
 )
@@ -16,14 +14,8 @@ from pin_chessboard_pipelines.replica.apply import (
 from tests.support.replica import (
     Tree,
     apply,
-    context_factory,
     one,
 )
-
-
-@pytest.fixture
-def make_ctx(engine):
-    return context_factory(engine)
 
 
 def _wait_for_lock_waiter(engine, timeout: float = 20.0) -> None:

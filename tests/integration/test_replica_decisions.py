@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
-import pytest
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines.errors import (
@@ -22,18 +21,12 @@ from tests.support.replica import (
     RUN_ID,
     Tree,
     apply,
-    context_factory,
     one,
     outbox,
     pid,
     rows,
     tid,
 )
-
-
-@pytest.fixture
-def make_ctx(engine):
-    return context_factory(engine)
 
 
 def test_missing_parent_is_quarantined_and_the_rest_applied(engine, make_ctx):

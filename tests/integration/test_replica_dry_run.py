@@ -5,8 +5,6 @@ from __future__ import annotations
 import threading
 import uuid
 
-import pytest
-
 from pin_chessboard_pipelines.errors import (
     SYNC_DUPLICATE_NUMBER,
 )
@@ -20,17 +18,11 @@ from tests.support.replica import (
     Tree,
     apply,
     apply_in_pages,
-    context_factory,
     counts,
     one,
     stage_items,
     tid,
 )
-
-
-@pytest.fixture
-def make_ctx(engine):
-    return context_factory(engine)
 
 
 def test_dry_run_writes_nothing_and_counts_like_a_realapply_in_pages(engine, make_ctx):

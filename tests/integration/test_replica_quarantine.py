@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
-
 from pin_chessboard_pipelines.errors import (
     SYNC_VALIDATION_FAILED,
 )
@@ -15,16 +13,10 @@ from pin_chessboard_pipelines.replica.apply import (
 from tests.support.replica import (
     Tree,
     apply,
-    context_factory,
     one,
     outbox,
     rows,
 )
-
-
-@pytest.fixture
-def make_ctx(engine):
-    return context_factory(engine)
 
 
 def test_poison_is_quarantined_again_in_a_laterapply_in_pages(engine, make_ctx):

@@ -18,12 +18,7 @@ from pin_chessboard_pipelines.replica.apply import apply_tombstones
 from pin_chessboard_pipelines.stopper import StopReason
 from tests.support.import_runs import insert_import_run
 from tests.support.polling import wait_until
-from tests.support.replica import RUN_ID, Tree, apply, context_factory, one, outbox, pid, rows
-
-
-@pytest.fixture
-def make_ctx(engine):
-    return context_factory(engine)
+from tests.support.replica import RUN_ID, Tree, apply, one, outbox, pid, rows
 
 
 def _second_project(tree: Tree, same_developer: bool = True) -> Tree:

@@ -9,12 +9,7 @@ import sqlalchemy as sa
 from pin_chessboard_pipelines.errors import SYNC_IMMUTABLE_CHANGED
 from pin_chessboard_pipelines.recalc.project import ProjectContext, process_project
 from pin_chessboard_pipelines.store.handbook_replica import HandbookCache, load_handbook
-from tests.support.replica import Tree, apply, context_factory, counts, one, outbox, pid, rows, tid
-
-
-@pytest.fixture
-def make_ctx(engine):
-    return context_factory(engine)
+from tests.support.replica import Tree, apply, counts, one, outbox, pid, rows, tid
 
 
 def test_a_project_with_another_developer_is_quarantined_and_the_row_untouched(engine, make_ctx):

@@ -72,18 +72,22 @@ def run_config_results(defs: Any, run_config: dict[str, Any]) -> dict[str, Any]:
 
 def step_job(values: dict[str, Any], run_config: dict[str, Any], kubeconfig: str) -> dict[str, Any]:
     import dagster as dg
-    from dagster._config import process_config, resolve_to_config_type
-    from dagster._core.definitions.reconstruct import ReconstructableRepository
-    from dagster._core.execution.api import create_execution_plan
-    from dagster._core.execution.context.system import PlanData, PlanOrchestrationContext
-    from dagster._core.execution.context_creation_job import create_context_free_log_manager
-    from dagster._core.execution.retries import RetryMode
-    from dagster._core.executor.init import InitExecutorContext
-    from dagster._core.executor.step_delegating.step_handler.base import StepHandlerContext
-    from dagster._core.test_utils import create_run_for_test
-    from dagster._grpc.types import ExecuteStepArgs
     from dagster_k8s.client import DagsterKubernetesClient
     from dagster_k8s.executor import _K8S_EXECUTOR_CONFIG_SCHEMA, k8s_job_executor
+
+    from tests.support.dagster_private import (
+        ExecuteStepArgs,
+        PlanData,
+        PlanOrchestrationContext,
+        ReconstructableRepository,
+        RetryMode,
+        StepHandlerContext,
+        create_context_free_log_manager,
+        create_execution_plan,
+        create_run_for_test,
+        process_config,
+        resolve_to_config_type,
+    )
 
     launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
     (deployment,) = values["dagster-user-deployments"]["deployments"]
@@ -122,7 +126,7 @@ def step_job(values: dict[str, Any], run_config: dict[str, Any], kubeconfig: str
         processed = process_config(resolve_to_config_type(_K8S_EXECUTOR_CONFIG_SCHEMA), executor_config)
         assert processed.success, processed.errors
         executor = k8s_job_executor.executor_creation_fn(
-            InitExecutorContext(
+            dg.InitExecutorContext(
                 job=recon_job,
                 executor_def=k8s_job_executor,
                 executor_config=processed.value,

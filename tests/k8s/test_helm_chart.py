@@ -238,7 +238,6 @@ def dagster_database(instance, pg_server_url: str) -> Iterator[str]:
 
 def test_the_rendered_instance_opens_migrates_and_records_a_run(instance, dagster_database, pg_server_url):
     import dagster as dg
-    from dagster._core.storage.dagster_run import DagsterRun
 
     home = Path(tempfile.mkdtemp(prefix="helm-instance-"))
     (home / "dagster.yaml").write_text(yaml.safe_dump(local_instance(instance, pg_server_url)))
@@ -246,7 +245,7 @@ def test_the_rendered_instance_opens_migrates_and_records_a_run(instance, dagste
     with _patched_env({"DAGSTER_HOME": str(home), "DAGSTER_PG_PASSWORD": PG_PASSWORD}):
         with dg.DagsterInstance.from_config(str(home)) as first:
             first.upgrade()  # what the chart's migrate Job runs (`dagster instance migrate`)
-            first.add_run(DagsterRun(job_name="helm_chart_check", run_id=run_id))
+            first.add_run(dg.DagsterRun(job_name="helm_chart_check", run_id=run_id))
             first.report_engine_event("recorded through the rendered instance", first.get_run_by_id(run_id))
         with dg.DagsterInstance.from_config(str(home)) as second:
             run = second.get_run_by_id(run_id)

@@ -37,6 +37,7 @@ import requests
 
 from pin_chessboard_pipelines.runtime.embedded import admin_execute, free_port
 from pin_chessboard_pipelines.store.engine import get_engine, libpq_url, with_database
+from tests.support.command_env import clean_environ
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -445,11 +446,7 @@ def _patched_env(values: Mapping[str, str]) -> Iterator[None]:
 
 def _clean_environment() -> dict[str, str]:
     """The test process's environment without the project's and Dagster's own variables."""
-    return {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("CHESSBOARD_", "DAGSTER_", "TALENT_", "KAFKA_", "PIN_CHESSBOARD_"))
-    }
+    return clean_environ("KAFKA_", "PIN_CHESSBOARD_")
 
 
 def _stop(proc: subprocess.Popen, timeout: float = 20) -> None:

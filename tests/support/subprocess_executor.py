@@ -32,12 +32,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.definitions.executor_definition import multiple_process_executor_requirements
-from dagster._core.definitions.reconstruct import ReconstructableJob, build_reconstructable_job
-from dagster._core.events import DagsterEvent, DagsterEventType, EngineEventData
-from dagster._core.execution.retries import RetryMode
-from dagster._core.executor.step_delegating import (
+from dagster import (
+    DagsterEvent,
+    DagsterEventType,
+    build_reconstructable_job,
+    multiple_process_executor_requirements,
+)
+
+from tests.support.dagster_private import (
     CheckStepHealthResult,
+    EngineEventData,
+    ReconstructableJob,
+    RetryMode,
     StepDelegatingExecutor,
     StepHandler,
     StepHandlerContext,

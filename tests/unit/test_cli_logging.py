@@ -6,9 +6,8 @@ import subprocess
 import sys
 import textwrap
 
-from dagster._core.log_manager import LOG_RECORD_METADATA_ATTR
-
 from pin_chessboard_pipelines.cli import DAGSTER_RECORD_ATTR
+from tests.support.dagster_private import LOG_RECORD_METADATA_ATTR
 
 SCRIPT = textwrap.dedent(
     """

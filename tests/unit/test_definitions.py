@@ -1,44 +1,74 @@
-"""The Dagster definitions load cleanly, and their shape is pinned by a snapshot.
+"""The Dagster definitions load cleanly, and their shape is pinned by a snapshot of `dg list defs`.
 
-An intended change of the asset graph, jobs, sensors or checks: rerun with UPDATE_SNAPSHOTS=1 and
-review the diff of tests/snapshots/definitions.txt.
+tests/snapshots/definitions.json is `dg list defs --json` on the project ([tool.dg] in pyproject.toml)
+without the prose (descriptions) and the source lines, with what dg does not print added to its
+entries from the same code location: an asset's partitions and freshness policy, a sensor's interval
+and default status. An intended change of the assets, checks, jobs, schedules, sensors or resources:
+rerun with UPDATE_SNAPSHOTS=1 and review the diff of the snapshot.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
-SNAPSHOT = Path(__file__).parent.parent / "snapshots" / "definitions.txt"
+from pin_chessboard_pipelines.settings import PROJECT_ROOT
+
+SNAPSHOT = Path(__file__).parent.parent / "snapshots" / "definitions.json"
+DG = Path(sys.executable).parent / "dg"  # dagster-dg-cli, the dev extra's
+UNSTABLE = ("description", "source")  # prose, and line numbers that move with every edit
 
 
-def describe(defs: dg.Definitions) -> str:
-    repo = defs.get_repository_def()
-    graph = repo.asset_graph
-    lines: list[str] = []
-    for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
-        node = graph.get(key)
-        parents = ", ".join(sorted(p.to_user_string() for p in node.parent_keys))
-        partitions = (
-            node.partitions_def.name
-            if isinstance(node.partitions_def, dg.DynamicPartitionsDefinition)
-            else (type(node.partitions_def).__name__ if node.partitions_def else "-")
-        )
-        lines.append(f"asset {key.to_user_string()} <- [{parents}] partitions={partitions}")
-    for check_key in sorted(graph.asset_check_keys, key=lambda k: (k.asset_key.to_user_string(), k.name)):
-        lines.append(f"check {check_key.asset_key.to_user_string()}:{check_key.name}")
-    for job in sorted(repo.get_all_jobs(), key=lambda j: j.name):
-        if not job.name.startswith("__"):
-            lines.append(f"job {job.name}")
-    for sensor in sorted(repo.sensor_defs, key=lambda s: s.name):
-        status = sensor.default_status.value if sensor.default_status else "-"
-        lines.append(f"sensor {sensor.name} interval={sensor.minimum_interval_seconds} default={status}")
-    for schedule in sorted(repo.schedule_defs, key=lambda s: s.name):
-        lines.append(f"schedule {schedule.name} {schedule.cron_schedule}")
-    return "\n".join(lines) + "\n"
+def dg_list_defs(dagster_home: Path) -> dict[str, Any]:
+    """`dg list defs --json` run on the checkout, on a DAGSTER_HOME of Dagster's local storage."""
+    assert DG.exists(), f"{DG} is missing: dagster-dg-cli (the dev extra) is installed by `make install`"
+    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    done = subprocess.run(
+        [str(DG), "list", "defs", "--json"],
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "DAGSTER_HOME": str(dagster_home), "PYTHONPATH": str(PROJECT_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _partitions(partitions_def: dg.PartitionsDefinition | None) -> str | None:
+    if isinstance(partitions_def, dg.DynamicPartitionsDefinition):
+        return partitions_def.name
+    return type(partitions_def).__name__ if partitions_def else None
+
+
+def normalise(listed: dict[str, Any], defs: dg.Definitions) -> dict[str, Any]:
+    """`listed` (dg list defs --json) without UNSTABLE, each section in a stable order, and what dg
+    does not print taken from `defs`, the definitions it listed."""
+    specs = {spec.key.to_user_string(): spec for spec in defs.resolve_all_asset_specs()}
+    sensors = {sensor.name: sensor for sensor in defs.get_repository_def().sensor_defs}
+    sections: dict[str, Any] = {}
+    for section, entries in sorted(listed.items()):
+        kept = [{k: v for k, v in entry.items() if k not in UNSTABLE} for entry in entries]
+        for entry in kept:
+            if section == "assets":
+                spec = specs[entry["asset_key"]]
+                entry["partitions"] = _partitions(spec.partitions_def)
+                # its kind (the windows: test_inventory_freshness.py)
+                policy = spec.freshness_policy
+                entry["freshness_policy"] = type(policy).__name__ if policy else None
+            elif section == "sensors":
+                sensor = sensors[entry["name"]]
+                entry["minimum_interval_seconds"] = sensor.minimum_interval_seconds
+                entry["default_status"] = sensor.default_status.value
+        sections[section] = sorted(kept, key=lambda e: json.dumps(e, sort_keys=True))
+    return sections
 
 
 def test_definitions_load_without_warnings():
@@ -50,16 +80,35 @@ def test_definitions_load_without_warnings():
         defs.get_repository_def().load_all_definitions()
 
 
-def test_definitions_match_the_snapshot():
-    from pin_chessboard_pipelines.definitions import defs as load_defs
+def test_definitions_match_the_snapshot(tmp_path):
+    from pin_chessboard_pipelines.definitions import build_definitions
 
-    defs = load_defs()
-
-    current = describe(defs)
+    current = (
+        json.dumps(normalise(dg_list_defs(tmp_path), build_definitions()), indent=2, sort_keys=True) + "\n"
+    )
     if os.environ.get("UPDATE_SNAPSHOTS"):
         SNAPSHOT.write_text(current)
     assert SNAPSHOT.exists(), f"{SNAPSHOT} is missing: UPDATE_SNAPSHOTS=1 writes it"
     assert current == SNAPSHOT.read_text()
+
+
+def test_the_snapshot_names_every_definition_of_the_code_location():
+    """What dg lists is the whole code location: one entry per asset, check, job, schedule and sensor."""
+    from pin_chessboard_pipelines.definitions import build_definitions
+
+    repo = build_definitions().get_repository_def()
+    snapshot = json.loads(SNAPSHOT.read_text())
+    assert {a["asset_key"] for a in snapshot["assets"]} == {
+        key.to_user_string() for key in repo.asset_graph.get_all_asset_keys()
+    }
+    assert {c["key"] for c in snapshot["asset_checks"]} == {
+        f"{key.asset_key.to_user_string()}:{key.name}" for key in repo.asset_graph.asset_check_keys
+    }
+    assert {j["name"] for j in snapshot["jobs"]} == {
+        job.name for job in repo.get_all_jobs() if not job.name.startswith("__")
+    }
+    assert {s["name"] for s in snapshot["schedules"]} == {s.name for s in repo.schedule_defs}
+    assert {s["name"] for s in snapshot["sensors"]} == {s.name for s in repo.sensor_defs}
 
 
 def test_the_module_builds_no_definitions_on_import():

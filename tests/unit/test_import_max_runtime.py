@@ -9,12 +9,12 @@ from types import SimpleNamespace
 
 import dagster as dg
 import yaml
-from dagster._daemon.monitoring.run_monitoring import check_run_timeout
 
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import import config as talent_config
 from pin_chessboard_pipelines.defs.talent_import.definitions import definitions
 from pin_chessboard_pipelines.settings import PROJECT_ROOT
+from tests.support.dagster_private import check_run_timeout
 
 
 def _import_job() -> dg.JobDefinition:

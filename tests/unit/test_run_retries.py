@@ -9,13 +9,12 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 import yaml
-from dagster._core.events import JobFailureData, RunFailureReason
-from dagster._core.execution.retries import auto_reexecution_should_retry_run
 
 from pin_chessboard_pipelines.definitions import build_definitions
 from pin_chessboard_pipelines.defs.talent_import import config as talent_config
 from pin_chessboard_pipelines.defs.talent_import.bootstrap import LAUNCHED_BY_TAG, earlier_import
 from pin_chessboard_pipelines.settings import PROJECT_ROOT
+from tests.support.dagster_private import JobFailureData, RunFailureReason, auto_reexecution_should_retry_run
 
 SENSOR_DRIVEN = ("project_aggregates_recalc", "outbox_relay", "talent_sync", "handbook_sync")
 

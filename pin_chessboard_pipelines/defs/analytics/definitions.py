@@ -1,12 +1,12 @@
 """The daily inventory history analysts read: `project_inventory_daily`
-(docs/store.md#analytics), its drift gate, its freshness check and the schedules that run them.
+(docs/store.md#analytics), its drift gate, its freshness policy and the schedule that runs it.
 
 Thin shell: the read and the write are analytics/store.py's, the numbers analytics/inventory.py's.
 """
 
 import time
 from collections.abc import Iterator
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 
@@ -48,11 +48,14 @@ GROUP = "analytics"
 IO_MANAGER_KEY = "analytics_io_manager"
 PARTITIONS = dg.DailyPartitionsDefinition(start_date="2026-11-01", end_offset=1)  # today included
 DRIFT_CHECK = "aggregates_without_drift"
-FRESHNESS_CHECK = "newest_partition_fresh"
-FRESH_HOURS = 26
+# evaluated by Dagster's freshness daemon: warns after one missed 23:50 run, fails after two
+WARN_HOURS = 26
+FAIL_HOURS = WARN_HOURS + 24
+FRESHNESS = dg.FreshnessPolicy.time_window(
+    fail_window=timedelta(hours=FAIL_HOURS), warn_window=timedelta(hours=WARN_HOURS)
+)
 JOB_NAME = "project_inventory_daily_job"
 SCHEDULE_NAME = "project_inventory_daily_schedule"
-FRESHNESS_JOB_NAME = "project_inventory_freshness"
 
 
 DESCRIPTION = """Daily inventory history per live, non-archived project: objects by status, free and
@@ -127,6 +130,7 @@ def _drift_result(chessboard: ChessboardResource) -> dg.AssetCheckResult:
     ],
     io_manager_key=IO_MANAGER_KEY,
     pool=INVENTORY_POOL,  # a backfill of days runs them one at a time (defs/pools.py)
+    freshness_policy=FRESHNESS,
     kinds={"pandas", "postgres"},
     owners=list(OWNERS_BY_GROUP[GROUP]),
     tags={"domain": GROUP},
@@ -203,34 +207,6 @@ def project_inventory_daily(
     )
 
 
-@dg.asset_check(
-    asset=ASSET_KEY,
-    name=FRESHNESS_CHECK,
-    description=f"The newest partition was materialized less than {FRESH_HOURS} h ago (warns otherwise)",
-)
-def newest_partition_fresh(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-    event = context.instance.get_latest_materialization_event(ASSET_KEY)
-    if event is None:
-        return dg.AssetCheckResult(
-            passed=False, severity=dg.AssetCheckSeverity.WARN, description="never materialized"
-        )
-    age_hours = (time.time() - event.timestamp) / 3600
-    materialization = event.asset_materialization
-    partition = materialization.partition if materialization else None
-    return dg.AssetCheckResult(
-        passed=age_hours <= FRESH_HOURS,
-        severity=dg.AssetCheckSeverity.WARN,
-        description=None
-        if age_hours <= FRESH_HOURS
-        else f"the newest partition ({partition}) is {age_hours:.1f} h old (> {FRESH_HOURS} h)",
-        metadata={
-            "newest_partition": dg.MetadataValue.text(str(partition)),
-            "age_hours": dg.MetadataValue.float(round(age_hours, 2)),
-            "materialized_at": dg.MetadataValue.timestamp(event.timestamp),
-        },
-    )
-
-
 project_inventory_daily_job = dg.define_asset_job(
     JOB_NAME,
     selection=dg.AssetSelection.assets(ASSET_KEY),
@@ -251,25 +227,10 @@ def project_inventory_daily_schedule(context: dg.ScheduleEvaluationContext) -> d
     return dg.RunRequest(run_key=f"inventory:{day}", partition_key=day)
 
 
-project_inventory_freshness = dg.define_asset_job(
-    FRESHNESS_JOB_NAME,
-    selection=dg.AssetSelection.checks(newest_partition_fresh),
-    description=f"Warns when the newest inventory partition is older than {FRESH_HOURS} h.",
-)
-
-project_inventory_freshness_schedule = dg.ScheduleDefinition(
-    name="project_inventory_freshness_hourly",
-    job=project_inventory_freshness,
-    cron_schedule="29 * * * *",
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-)
-
-
 def definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=[project_inventory_daily],
-        asset_checks=[newest_partition_fresh],
-        jobs=[project_inventory_daily_job, project_inventory_freshness],
-        schedules=[project_inventory_daily_schedule, project_inventory_freshness_schedule],
+        jobs=[project_inventory_daily_job],
+        schedules=[project_inventory_daily_schedule],
         resources={IO_MANAGER_KEY: DailyTableIOManager(chessboard=ChessboardResource())},
     )
