@@ -61,8 +61,9 @@ class ChessboardResource(dg.ConfigurableResource):
             raise missing_database_url()
         return url
 
-    @property
+    @cached_property
     def engine(self) -> Engine:
+        """One engine (and pool) of the store per resource and process."""
         return get_engine(self.url)
 
     def relay_outbox(self, context: dg.OpExecutionContext | dg.AssetExecutionContext) -> None:

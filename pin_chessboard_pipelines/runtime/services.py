@@ -6,10 +6,12 @@ import os
 import shutil
 from pathlib import Path
 
+from sqlalchemy.engine import Engine
+
 from pin_chessboard_pipelines.errors import ConfigError
 from pin_chessboard_pipelines.runtime.embedded import ensure_database, running_postgres, start_postgres
 from pin_chessboard_pipelines.settings import PROJECT_ROOT, Settings
-from pin_chessboard_pipelines.store.engine import sqlalchemy_url, with_database
+from pin_chessboard_pipelines.store.engine import get_engine, sqlalchemy_url, with_database
 
 CHESSBOARD_DB = "chessboard"
 DAGSTER_DB = "dagster"
@@ -35,6 +37,11 @@ def database_url(settings: Settings) -> str:
     if running is None:
         raise missing_database_url()
     return with_database(running, CHESSBOARD_DB)
+
+
+def store_engine(settings: Settings) -> Engine:
+    """An engine of the chessboard store of `database_url(settings)`."""
+    return get_engine(database_url(settings))
 
 
 def embedded_database_url(settings: Settings) -> str:

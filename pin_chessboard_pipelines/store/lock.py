@@ -120,11 +120,11 @@ class AdvisoryLock:
                     conn.invalidate()
 
 
-def open_session(url: str, application_name: str) -> Connection:
+def open_session(url: str | sa.URL, application_name: str) -> Connection:
     """A connection of its own (AUTOCOMMIT, TCP keepalives) for a lock held across a long job:
     `application_name` shows in pg_stat_activity who holds it. Close it to end the session."""
     engine = sa.create_engine(
-        sqlalchemy_url(url),
+        url if isinstance(url, sa.URL) else sqlalchemy_url(url),
         poolclass=NullPool,
         connect_args={
             "application_name": application_name,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from pin_chessboard_pipelines.errors import IMPORT_LOCK_HELD, Refused
@@ -22,7 +23,7 @@ APPLICATION_NAME = "pin-chessboard-import-lock"  # pg_stat_activity shows who ho
 class ImportLock:
     """`LOCK` held by this process on its own session: acquire, release, a context manager."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str | sa.URL) -> None:
         self.url = url
         self._conn: Connection | None = None
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from uuid import UUID
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from pin_chessboard_pipelines.events.payloads import Handbook
@@ -79,7 +80,7 @@ class StageReport:
 class ImportRun(Protocol):
     """What the stage runner and the page workers use of the import run (runner.ImportSession)."""
 
-    url: str
+    url: sa.URL  # the store, for sessions of their own (the lock, the walks)
     engine: Engine
     request: TalentInitialImportRequest
     source: ImportSource

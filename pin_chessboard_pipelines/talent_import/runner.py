@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
+from sqlalchemy.engine import Engine
+
 from pin_chessboard_pipelines.entities import ENTITIES, Entity
 from pin_chessboard_pipelines.errors import IMPORT_LOCK_HELD, Refused, RunEnded, StageFailed, error_line
 from pin_chessboard_pipelines.events.payloads import Handbook
@@ -42,7 +44,7 @@ class ImportSession:
 
     def __init__(
         self,
-        url: str,
+        store: Engine | str,
         request: TalentInitialImportRequest,
         source: ImportSource,
         *,
@@ -51,8 +53,8 @@ class ImportSession:
         should_stop: Callable[[], bool] | None = None,
         dagster_run_id: str | None = None,
     ) -> None:
-        self.url = url
-        self.engine = get_engine(url)
+        self.engine = store if isinstance(store, Engine) else get_engine(store)
+        self.url = self.engine.url  # the lock's and the walks' sessions of their own
         self.request = request
         self.source = source
         self.options = options or ImportOptions()
@@ -60,7 +62,7 @@ class ImportSession:
         self.apply_items: ApplyFn = apply or getattr(source, "apply", None) or apply_snapshots
         self._external_stop = should_stop
         self._stop = threading.Event()
-        self.lock = ImportLock(url)
+        self.lock = ImportLock(self.url)
         self.run: runs.Row | None = None
         self.resumed = False
         self.opened_here = False  # this process started or resumed the run row (not joined it)

@@ -128,7 +128,7 @@ def test_a_killed_cli_imports_held_requests_are_drained_within_4_minutes_and_the
     instance = dg.DagsterInstance.from_config(env["DAGSTER_HOME"])
     try:
         failed = wait_until(
-            lambda: fail_runs_of_gone_imports(instance, db_url, debounce_seconds=DEBOUNCE, cap_seconds=CAP),
+            lambda: fail_runs_of_gone_imports(instance, engine, debounce_seconds=DEBOUNCE, cap_seconds=CAP),
             60,
             "the killed import's Dagster run marked failed",
         )

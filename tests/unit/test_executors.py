@@ -101,13 +101,13 @@ def test_the_bootstrap_and_the_recalc_sensor_ask_for_their_steps_on_a_2_cpu_host
     # the multiprocess executor's own default is one step per CPU: processes 3 would run 2
     from pin_chessboard_pipelines.definitions import build_definitions
     from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, drain_run_config
-    from pin_chessboard_pipelines.defs.talent_import import bootstrap
+    from pin_chessboard_pipelines.defs.talent_import import launch
     from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB, FullBootstrapConfig
 
     monkeypatch.setenv("CHESSBOARD_DAGSTER_EXECUTOR", "multiprocess")
     monkeypatch.setenv("CHESSBOARD_RECALC_DRAINS", "4")
     defs = build_definitions()
-    imported = bootstrap.import_run_config(FullBootstrapConfig(processes=3))
+    imported = launch.import_run_config(FullBootstrapConfig(processes=3))
     drained = drain_run_config(4, {"until_empty": True})
     assert imported["execution"] == {"config": {"max_concurrent": 3}}
     assert drained["execution"] == {"config": {"max_concurrent": 4}}

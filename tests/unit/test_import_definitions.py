@@ -75,7 +75,7 @@ def test_jobs_sensors_checks_and_config():
 
 
 def test_the_full_bootstrap_job_takes_the_request_without_the_project_filter():
-    from pin_chessboard_pipelines.defs.talent_import import bootstrap
+    from pin_chessboard_pipelines.defs.talent_import import launch
 
     defs = dg.Definitions.merge(definitions(), dg.Definitions(resources={"chessboard": ChessboardResource()}))
     job = defs.resolve_job_def("talent_full_bootstrap")
@@ -84,7 +84,7 @@ def test_the_full_bootstrap_job_takes_the_request_without_the_project_filter():
     assert set(fields) == {"mode", "page_size", "dry_run", "workers", "processes"}
     assert all(field.description for field in fields.values())
     config = talent_config.FullBootstrapConfig(mode="TopicReplay", page_size=7)
-    assert bootstrap.import_run_config(config) == {
+    assert launch.import_run_config(config) == {
         "resources": {
             "talent_import": {
                 "config": {
@@ -97,7 +97,7 @@ def test_the_full_bootstrap_job_takes_the_request_without_the_project_filter():
             }
         }
     }
-    tags = bootstrap.import_run_tags({"pin/import": "talent_initial_import"}, ["a-1", "b-2", "c-3"], "run-9")
+    tags = launch.import_run_tags({"pin/import": "talent_initial_import"}, ["a-1", "b-2", "c-3"], "run-9")
     assert tags == {
         "pin/import": "talent_initial_import",
         "dagster/asset_partition_range_start": "a-1",

@@ -12,7 +12,7 @@ import yaml
 
 from pin_chessboard_pipelines.definitions import build_definitions
 from pin_chessboard_pipelines.defs.talent_import import config as talent_config
-from pin_chessboard_pipelines.defs.talent_import.bootstrap import LAUNCHED_BY_TAG, earlier_import
+from pin_chessboard_pipelines.defs.talent_import.launch import LAUNCHED_BY_TAG, earlier_import
 from pin_chessboard_pipelines.settings import PROJECT_ROOT
 from tests.support.dagster_private import JobFailureData, RunFailureReason, auto_reexecution_should_retry_run
 

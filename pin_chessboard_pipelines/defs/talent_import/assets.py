@@ -188,7 +188,7 @@ def _join_plan(
     context: dg.AssetExecutionContext, chessboard: ChessboardResource, config: TalentImportConfig
 ) -> None:
     try:
-        session = step_session(context, chessboard.settings, chessboard.url, config)
+        session = step_session(context, chessboard, config)
     except INTERRUPTS:
         return  # no run row was joined here: the run status sensor ends it
     try:
@@ -225,7 +225,7 @@ def _work(
     if _terminated(context.instance, context.run.run_id):
         return  # a step started after the terminate, or a retry of one it interrupted
     try:
-        session = step_session(context, chessboard.settings, chessboard.url, config)
+        session = step_session(context, chessboard, config)
     except INTERRUPTS:
         return  # no run row was joined here: the run status sensor ends it
     try:
@@ -259,7 +259,7 @@ def _barrier(
     last stage of the run. Pages its page steps left (they ended on a terminate; "Re-execute from
     failure" runs this barrier again, not them) it works itself first. A terminate while it reports
     lets it end whole (moments); `stop_terminated_run` stops the run after it."""
-    session = step_session(context, chessboard.settings, chessboard.url, config)
+    session = step_session(context, chessboard, config)
     try:
         try:
             with _cancelled_when_interrupted(session):

@@ -10,10 +10,10 @@ import time
 from collections.abc import Callable
 
 import dagster as dg
+from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.defs.talent_import.config import POOL
 from pin_chessboard_pipelines.recalc.queue import release_dagster_run_requests
-from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.lock import LOCK
 from pin_chessboard_pipelines.talent_import.model import ImportOptions
@@ -44,7 +44,7 @@ def import_runs_holding_pool(instance: dg.DagsterInstance, exclude: str | None =
 
 def fail_runs_of_gone_imports(
     instance: dg.DagsterInstance,
-    database_url: str,
+    engine: Engine,
     *,
     debounce_seconds: float,
     cap_seconds: float,
@@ -60,7 +60,7 @@ def fail_runs_of_gone_imports(
     started = [run for run in import_runs_holding_pool(instance) if run.status in STARTED]
     if not started:
         return []
-    with get_engine(database_url).connect() as conn:
+    with engine.connect() as conn:
         running = runs.running_correlation_ids(conn, alive_seconds, lock_free=LOCK.holder_pid(conn) is None)
     now = time.time()
 
@@ -78,7 +78,7 @@ def fail_runs_of_gone_imports(
             f"the import's run worker is gone: no heartbeat of its import run for {alive_seconds:g} s, "
             "or the import lock it held is free",
         )
-    with get_engine(database_url).begin() as conn:
+    with engine.begin() as conn:
         release_dagster_run_requests(
             conn, [run.run_id for run in gone], debounce_seconds=debounce_seconds, cap_seconds=cap_seconds
         )

@@ -10,7 +10,9 @@ import time
 from collections.abc import Callable, Sequence
 
 import dagster as dg
+from sqlalchemy.engine import Engine
 
+from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import.config import (
     PARTITIONS,
     STOP_PROBE_SECONDS,
@@ -19,10 +21,9 @@ from pin_chessboard_pipelines.defs.talent_import.config import (
 from pin_chessboard_pipelines.defs.talent_import.partitions import developer_id_of
 from pin_chessboard_pipelines.errors import IMPORT_INVALID_REQUEST, ChessboardError, Refused, RunEnded
 from pin_chessboard_pipelines.settings import Settings
-from pin_chessboard_pipelines.store.engine import get_engine
 from pin_chessboard_pipelines.talent.flag import require_talent_sync_enabled
 from pin_chessboard_pipelines.talent_import import runs
-from pin_chessboard_pipelines.talent_import.request import build_request
+from pin_chessboard_pipelines.talent_import.request import TalentInitialImportRequest, build_request
 from pin_chessboard_pipelines.talent_import.runner import ImportOptions, ImportSession
 from pin_chessboard_pipelines.talent_import.sources import make_source
 
@@ -116,7 +117,7 @@ def mixed_filters_refusal(project_id: str, keys: Sequence[str], owners: Sequence
 
 
 def step_session(
-    context: dg.AssetExecutionContext, settings: Settings, database_url: str, config: TalentImportConfig
+    context: dg.AssetExecutionContext, chessboard: ChessboardResource, config: TalentImportConfig
 ) -> ImportSession:
     """This step's share of the run's import, rebuilt from the database (nothing of another step's
     process is needed): the Running row of this Dagster run, or the run started or resumed here
@@ -144,11 +145,12 @@ def step_session(
         if refusal:
             raise Refused(refusal, IMPORT_INVALID_REQUEST)
         session = build_session(
-            settings,
-            database_url,
+            chessboard.settings,
+            chessboard.engine,
             config,
             correlation_id=correlation_id_of(context),
-            developer_ids=developer_ids_of(context),
+            # a project's re-sync runs on its developer's partition: the project is the filter
+            developer_ids=[] if project_id else developer_ids_of(context),
             dagster_run_id=context.run.run_id,
             should_stop=RunStopProbe(context.instance, context.run.run_id),
         )
@@ -166,9 +168,25 @@ def step_session(
     return session
 
 
+def import_request(
+    settings: Settings, config: TalentImportConfig, developer_ids: list[str], correlation_id: str
+) -> TalentInitialImportRequest:
+    """The TalentInitialImportRequest of `config` (an invalid one raises Refused with its line)."""
+    return build_request(
+        mode=config.mode,
+        developer_ids=developer_ids,
+        project_id=config.project_id_filter,
+        page_size=config.page_size if config.page_size is not None else settings.import_page_size,
+        dry_run=config.dry_run,
+        correlation_id=correlation_id,
+        workers=config.workers,
+        processes=config.processes,
+    )
+
+
 def build_session(
     settings: Settings,
-    database_url: str,
+    engine: Engine,
     config: TalentImportConfig,
     *,
     correlation_id: str,
@@ -178,25 +196,12 @@ def build_session(
 ) -> ImportSession:
     """Flag, request and source of an import (refusals raise Refused); open() or join() it next."""
     require_talent_sync_enabled(settings)
-    request = build_request(
-        mode=config.mode,
-        developer_ids=[] if config.project_id_filter else developer_ids,
-        project_id=config.project_id_filter,
-        page_size=config.page_size if config.page_size is not None else settings.import_page_size,
-        dry_run=config.dry_run,
-        correlation_id=correlation_id,
-        workers=config.workers,
-        processes=config.processes,
-    )
+    request = import_request(settings, config, developer_ids, correlation_id)
     source = make_source(
-        request.mode,
-        settings,
-        should_stop=should_stop,
-        dry_run=request.dry_run,
-        engine=get_engine(database_url),
+        request.mode, settings, should_stop=should_stop, dry_run=request.dry_run, engine=engine
     )
     return ImportSession(
-        database_url,
+        engine,
         request,
         source,
         options=ImportOptions.from_settings(settings),
