@@ -194,6 +194,8 @@ METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
 # The same for assets whose keys are their own (they win over their group's).
 ASSET_METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
     "recalc_queue": {
+        "read_at": "when the queue was read (UTC, the database's clock): every figure and row state is "
+        "as of then; the status is recorded again when it changes (every 10 s at most)",
         "queue_depth": "rows in project_recalc_requests",
         "due": "rows whose DueAt has passed and that the drain takes now",
         "held": "rows held by a Running import run (they wait for its end)",
@@ -201,7 +203,8 @@ ASSET_METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
         "next_due_at": "the earliest DueAt of a row that is not poison (UTC)",
         "requested_events": "sum of RequestedCount over the queued rows (coalesced requests)",
         "oldest_rows": f"the {OLDEST_ROWS} rows with the earliest DueAt, due or not: project name, state "
-        "(due, waiting, held, poison), DueAt, attempts and last error",
+        "(due, waiting, held, poison, as of read_at), DueAt, seconds to it from read_at, attempts and "
+        "last error",
     },
     "project_inventory_daily": {
         "dagster/row_count": "rows written for the day: one per live, non-archived project",
