@@ -19,6 +19,7 @@ from pin_chessboard_pipelines.cli import (
     dev,
     handbook_sync,
     import_,
+    inventory,
     metrics,
     outbox,
     recalc,
@@ -32,7 +33,18 @@ from pin_chessboard_pipelines.observability.tracing import configure_tracing
 from pin_chessboard_pipelines.settings import load_settings
 
 # The command groups, in the order of `--help`.
-COMMAND_MODULES = (db, talent_sim, metrics, dev, recalc, outbox, import_, talent_sync, handbook_sync)
+COMMAND_MODULES = (
+    db,
+    talent_sim,
+    metrics,
+    dev,
+    recalc,
+    outbox,
+    import_,
+    talent_sync,
+    handbook_sync,
+    inventory,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -64,7 +64,7 @@ def replay_failed_command(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     require_talent_sync_enabled(settings)
-    return run_job(REPLAY_JOB, REPLAY_OP, {"run_id": str(args.run_id) if args.run_id else None}, settings)
+    return run_job(REPLAY_JOB, REPLAY_OP, {"run_id": str(args.run_id) if args.run_id else ""}, settings)
 
 
 def import_command(args: argparse.Namespace) -> int:

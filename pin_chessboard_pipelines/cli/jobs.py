@@ -15,6 +15,7 @@ from pin_chessboard_pipelines.errors import (
     EXIT_OK,
     EXIT_REFUSED,
     IMPORT_DISABLED,
+    IMPORT_INVALID_REQUEST,
     IMPORT_LOCK_HELD,
     IMPORT_SOURCE_UNAVAILABLE,
     KAFKA_REFUSED,
@@ -24,7 +25,13 @@ from pin_chessboard_pipelines.runtime.services import prepare_dagster_home
 from pin_chessboard_pipelines.settings import Settings, load_settings
 
 # A job's failure that is a refusal (README.md#commands: exit 2)
-REFUSALS = (IMPORT_LOCK_HELD, IMPORT_DISABLED, IMPORT_SOURCE_UNAVAILABLE, KAFKA_REFUSED)
+REFUSALS = (
+    IMPORT_LOCK_HELD,
+    IMPORT_DISABLED,
+    IMPORT_SOURCE_UNAVAILABLE,
+    IMPORT_INVALID_REQUEST,
+    KAFKA_REFUSED,
+)
 # A step's error as Dagster serialises it: `package.module.ErrorClass: message`.
 _ERROR_CLASS = re.compile(r"^[\w.]+: (?=CHESSBOARD_)")
 

@@ -128,7 +128,7 @@ _IMPORT_COUNTERS: Mapping[str, str] = {
 # these are described (the assets' pages show them as the `metadata_keys` table).
 METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
     # the stage assets, per developer partition: the partition's own figures first, then the
-    # import run's (every developer of it), then this Dagster run's own work
+    # import run's (`import_`, every developer of it), then this Dagster run's own work (`run_`)
     "talent_import": {
         "developer_id": "the Talent id of the partition's developer",
         "developer_name": "the developer's name in the replica, as of this run (the partition key "
@@ -150,14 +150,16 @@ METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
         "import_status": "Running / Completed / Failed / Cancelled",
         "scopes": "the walks of the import: `all developers` or the filtered developers / project",
         "dry_run": "DryRun: the counters say what a real run would do, nothing was written",
-        "pages": "pages of the stage in the import run",
-        "pages_processed": "pages this Dagster run applied (the rest were Done in an earlier run of a "
-        "resumed import)",
-        "processes": "OS processes (pods) that claimed those pages",
-        "duration_seconds": "this Dagster run's stage time, first claim to last Done",
-        "items_processed": "items this Dagster run processed in the stage",
-        "items_per_second": "items_processed per second of duration_seconds",
-        "page_p99_ms": "p99 of this Dagster run's page times, claim to Done, ms",
+        "import_pages": "pages of the stage in the whole import run, every developer of it",
+        "run_pages_processed": "pages this Dagster run applied, every developer of it (the rest were "
+        "Done in an earlier run of a resumed import); every partition of the run repeats it: no sum",
+        "run_processes": "OS processes (pods) that claimed those pages",
+        "run_duration_seconds": "this Dagster run's stage time, first claim to last Done (every "
+        "partition of the run repeats it)",
+        "run_items_processed": "items this Dagster run processed in the stage, every developer of it "
+        "(every partition of the run repeats it: no sum)",
+        "run_items_per_second": "run_items_processed per second of run_duration_seconds",
+        "run_page_p99_ms": "p99 of this Dagster run's page times, claim to Done, ms",
     },
     "recalc": {
         "projects_recalculated": "projects whose aggregates were recomputed",
@@ -190,6 +192,8 @@ METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
 # The same for assets whose keys are their own (they win over their group's).
 ASSET_METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
     "recalc_queue": {
+        "read_at": "when the queue was read (UTC, the database's clock): every figure and row state is "
+        "as of then; the status is recorded again when it changes (every 10 s at most)",
         "queue_depth": "rows in project_recalc_requests",
         "due": "rows whose DueAt has passed and that the drain takes now",
         "held": "rows held by a Running import run (they wait for its end)",
@@ -197,7 +201,8 @@ ASSET_METADATA_KEY_DESCRIPTIONS: Mapping[str, Mapping[str, str]] = {
         "next_due_at": "the earliest DueAt of a row that is not poison (UTC)",
         "requested_events": "sum of RequestedCount over the queued rows (coalesced requests)",
         "oldest_rows": f"the {OLDEST_ROWS} rows with the earliest DueAt, due or not: project name, state "
-        "(due, waiting, held, poison), DueAt, attempts and last error",
+        "(due, waiting, held, poison, as of read_at), DueAt, seconds to it from read_at, attempts and "
+        "last error",
     },
     "project_inventory_daily": {
         "dagster/row_count": "rows written for the day: one per live, non-archived project",

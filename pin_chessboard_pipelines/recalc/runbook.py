@@ -107,17 +107,21 @@ class RecalcStatus:
     queue: QueueStatus
     held: int  # rows held by a Running import run
     oldest: list[DueRow]  # the rows with the earliest DueAt, due or not
+    read_at: datetime | None = None  # the database's now() every figure and state is as of
 
 
 def recalc_status(conn: Connection, poison_attempts: int, oldest: int = OLDEST_ROWS) -> RecalcStatus:
     sql = queries("recalc_runbook")
     alive = {"alive_seconds": IMPORT_RUN_ALIVE_SECONDS}
+    # one transaction: now() is the same in every statement, so the states are as of read_at
+    read_at = conn.execute(sql["read_at"]).scalar_one()
     held = conn.execute(sql["held_count"], alive).scalar_one()
     rows = conn.execute(sql["oldest_rows"], {"poison_attempts": poison_attempts, "limit": oldest, **alive})
     return RecalcStatus(
         queue=queue_status(conn, poison_attempts),
         held=int(held),
         oldest=[_due_row(row) for row in rows.mappings()],
+        read_at=read_at,
     )
 
 

@@ -19,6 +19,8 @@ DEMO_STEPS: list[tuple[str, list[str]]] = [
     # come due (debounce), then the stored aggregates are checked against count/min/max.
     ("the recalc queue draining", ["recalc", "status", "--wait", "180", "--projects", "5"]),
     ("the aggregates against their formulas", ["recalc", "audit"]),
+    # the analysts' first view: today's project_inventory_daily (a run of its job in the UI)
+    ("today's inventory for the analysts", ["inventory"]),
     # the outbox relay: the sensor's sweeps publish as rows come; this publishes whatever is left
     ("the outbox relayed to Kafka", ["outbox", "relay", "--until-empty"]),
     ("events arriving on the pin.chessboard topics", ["outbox", "events", "--last", "5"]),

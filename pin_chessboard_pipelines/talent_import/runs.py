@@ -393,6 +393,11 @@ def run_of_dagster_run(conn: Connection, dagster_run_id: str) -> Row | None:
     )
 
 
+def import_run_named(conn: Connection, ids: list[str]) -> Row | None:
+    """The import run whose own id, correlation id or latest Dagster run id is one of `ids`."""
+    return conn.execute(statement("import_run_named"), {"ids": [i.lower() for i in ids]}).mappings().first()
+
+
 def latest_run_of_correlation(conn: Connection, correlation_id: str) -> Row | None:
     return (
         conn.execute(statement("latest_run_of_correlation"), {"correlation_id": correlation_id})

@@ -114,8 +114,8 @@ def test_one_run_over_all_partitions_is_one_unfiltered_import(env, engine, db_ur
         assert metadata["import_applied"].value == metadata["import_planned"].value
         assert metadata["import_run_id"].value == str(run["id"])
         assert metadata["import_status"].value == "Completed"
-        assert metadata["items_processed"].value == dataset.count(SPEC, "property-objects")
-        assert metadata["items_per_second"].value > 0
+        assert metadata["run_items_processed"].value == dataset.count(SPEC, "property-objects")
+        assert metadata["run_items_per_second"].value > 0
         checks = [
             e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
         ]

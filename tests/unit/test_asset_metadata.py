@@ -71,7 +71,10 @@ def test_a_stage_partition_lists_its_developers_figures_first_and_every_key_has_
         str(pin_id(DEVELOPER.name, developer)): StageCounters(planned=400, applied=390, skipped=6, failed=4),
         "": StageCounters(planned=2, failed=2),
     }
-    run_wide = {"import_planned": dg.MetadataValue.int(1200), "items_per_second": dg.MetadataValue.float(9.0)}
+    run_wide = {
+        "import_planned": dg.MetadataValue.int(1200),
+        "run_items_per_second": dg.MetadataValue.float(9.0),
+    }
     metadata = partition_metadata([key], by_tenant, run_wide, {developer: "ГК Основа 1"})[key]
     assert list(metadata)[:6] == ["developer_id", "developer_name", "planned", "applied", "skipped", "failed"]
     assert metadata["developer_name"].value == "ГК Основа 1"
@@ -82,8 +85,8 @@ def test_a_stage_partition_lists_its_developers_figures_first_and_every_key_has_
     assert list(described)[:6] == list(metadata)[:6]  # the metadata_keys table reads in the same order
     assert set(metadata) <= set(described)
     node = _nodes()["property_objects"]
-    assert "| `items_per_second` |" in node.metadata["metadata_keys"].value
-    assert "items_per_second" not in (node.description or "")  # described once: in metadata_keys
+    assert "| `run_items_per_second` |" in node.metadata["metadata_keys"].value
+    assert "run_items_per_second" not in (node.description or "")  # described once: in metadata_keys
 
 
 def test_the_assets_with_keys_of_their_own_read_them_from_the_one_table():

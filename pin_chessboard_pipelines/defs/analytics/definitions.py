@@ -195,7 +195,7 @@ def project_inventory_daily(
         frame.loc[:, list(TABLE_COLUMNS)],
         metadata={
             **_day_metadata(totals, computed_at, markdown, source),
-            # JSON, not numbers: the Plots tab draws every numeric entry, and these are no inventory series
+            # JSON, not numbers: the metadata's Plots view draws every numeric entry, and these are no inventory series
             "run_figures": dg.MetadataValue.json(
                 {
                     "read_seconds": round(read_seconds, 3),

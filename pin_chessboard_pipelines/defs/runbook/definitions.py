@@ -11,6 +11,7 @@ recalc/audit.py's (as `recalc audit`).
 
 import logging
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -92,6 +93,8 @@ class RecalcRunbookConfig(dg.Config):
 def status_metadata(status: RecalcStatus) -> dict[str, dg.MetadataValue]:
     queue = status.queue
     return {
+        # first: the status is a reading, as of this time (a row "waiting" then may be drained since)
+        **({"read_at": dg.MetadataValue.text(_utc(status.read_at))} if status.read_at else {}),
         "queue_depth": dg.MetadataValue.int(queue.depth),
         "due": dg.MetadataValue.int(queue.due),
         "held": dg.MetadataValue.int(status.held),
@@ -111,9 +114,12 @@ OLDEST_ROWS_SCHEMA = dg.TableSchema(
         dg.TableColumn(
             "state",
             "string",
-            description="due, waiting (DueAt ahead), held (by a Running import run) or poison",
+            description="as of read_at: due, waiting (DueAt ahead), held (by a Running import run) or poison",
         ),
         dg.TableColumn("due_at", "string", description="DueAt, UTC"),
+        dg.TableColumn(
+            "due_in_s", "int", description="seconds from read_at to DueAt (negative: overdue at read_at)"
+        ),
         dg.TableColumn("attempts", "int", description="AttemptCount"),
         dg.TableColumn("last_error", "string", description="LastError (first 120 characters)"),
         dg.TableColumn("requests", "int", description="RequestedCount (coalesced requests)"),
@@ -121,6 +127,10 @@ OLDEST_ROWS_SCHEMA = dg.TableSchema(
         dg.TableColumn("project_id", "string", description="PIN id"),
     ]
 )
+
+
+def _utc(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="seconds")
 
 
 def oldest_rows_table(status: RecalcStatus) -> dg.TableMetadataValue:
@@ -133,6 +143,11 @@ def oldest_rows_table(status: RecalcStatus) -> dg.TableMetadataValue:
                     "project": row.name or "(not in the store)",
                     "project_id": str(row.project_id),
                     "due_at": row.due_at.isoformat(timespec="seconds"),
+                    **(
+                        {"due_in_s": round((row.due_at - status.read_at).total_seconds())}
+                        if status.read_at
+                        else {}
+                    ),
                     "state": row.state,
                     "attempts": row.attempt_count,
                     "requests": row.requested_count,

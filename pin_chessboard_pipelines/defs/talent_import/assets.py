@@ -82,8 +82,10 @@ def _counter_metadata(prefix: str, counters: StageCounters) -> dict[str, dg.Meta
 def _run_metadata(
     session: ImportSession, report: StageReport, figures: runs.StageFigures
 ) -> dict[str, dg.MetadataValue]:
-    """What every partition of the run shares: the import run's figures (every developer of it),
-    then this Dagster run's own work (defs/metadata.py describes each key)."""
+    """What every partition of the run shares, each key labelled whose it is: the import run's
+    figures (`import_`: every developer of it), then this Dagster run's own work (`run_`: every
+    partition of the run repeats it, so a sum over partitions is no total; defs/metadata.py
+    describes each key)."""
     return {
         **_counter_metadata("import_", report.counters),
         "import_run_id": dg.MetadataValue.text(str(session.run_id)),
@@ -91,13 +93,13 @@ def _run_metadata(
         "import_status": dg.MetadataValue.text(str(session.run_row["status"])),
         "scopes": dg.MetadataValue.text(", ".join(k or "all developers" for k in session.scope_keys)),
         "dry_run": dg.MetadataValue.bool(bool(session.run_row["dry_run"])),
-        "pages": dg.MetadataValue.int(report.pages),
-        "pages_processed": dg.MetadataValue.int(figures.pages),
-        "processes": dg.MetadataValue.int(figures.processes),
-        "duration_seconds": dg.MetadataValue.float(round(figures.seconds, 3)),
-        "items_processed": dg.MetadataValue.int(figures.items),
-        "items_per_second": dg.MetadataValue.float(round(figures.items_per_second, 1)),
-        "page_p99_ms": dg.MetadataValue.float(round(figures.page_p99_ms, 1)),
+        "import_pages": dg.MetadataValue.int(report.pages),
+        "run_pages_processed": dg.MetadataValue.int(figures.pages),
+        "run_processes": dg.MetadataValue.int(figures.processes),
+        "run_duration_seconds": dg.MetadataValue.float(round(figures.seconds, 3)),
+        "run_items_processed": dg.MetadataValue.int(figures.items),
+        "run_items_per_second": dg.MetadataValue.float(round(figures.items_per_second, 1)),
+        "run_page_p99_ms": dg.MetadataValue.float(round(figures.page_p99_ms, 1)),
     }
 
 

@@ -1,17 +1,22 @@
 """The import's checks (docs/talent-initial-import.md#metrics-logs-and-alerts): no quarantined
-item per stage, and no Running import without progress (import_not_stuck on property_objects)."""
+item per stage (evaluated by the import, and again by a quarantine replay), and no Running import
+without progress (import_not_stuck on property_objects)."""
+
+import uuid
 
 import dagster as dg
+from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.defs.dagster_private import AssetCheckEvaluationTargetMaterializationData
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import.config import (
+    ASSET_KEYS,
     PROPERTY_OBJECTS_KEY,
     QUARANTINE_CHECK,
     STUCK_CHECK,
     STUCK_SECONDS,
 )
-from pin_chessboard_pipelines.entities import Entity
+from pin_chessboard_pipelines.entities import ENTITIES, Entity
 from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.runner import ImportSession, StageReport
 
@@ -31,6 +36,50 @@ def quarantine_check(session: ImportSession, stage: Entity, report: StageReport)
         },
         description="quarantined items of this stage in talent_import_failed_items (runbook: fix in Talent, replay)",
     )
+
+
+def quarantine_evaluations(
+    instance: dg.DagsterInstance, engine: Engine, replayed_run: uuid.UUID | None, replayed_by: str
+) -> list[dg.AssetCheckEvaluation]:
+    """`no_quarantined_items` again after a replay, on each stage's latest materialization whose
+    import run the replay covered (`replayed_run`; None: every run): what that import run still has
+    quarantined in the stage."""
+    evaluations = []
+    for stage in ENTITIES:
+        key = ASSET_KEYS[stage.stage]
+        records = instance.fetch_materializations(key, limit=1).records
+        materialization = records[0].asset_materialization if records else None
+        entry = materialization.metadata.get("import_run_id") if materialization else None
+        if entry is None:
+            continue
+        import_run = uuid.UUID(str(entry.value))
+        if replayed_run is not None and import_run != replayed_run:
+            continue  # the latest materialization is another import's: its evaluation stands
+        with engine.connect() as conn:
+            by_code = [r for r in runs.failed_items_of_run(conn, import_run) if r["stage"] == stage.stage]
+        failed = sum(r["items"] for r in by_code)
+        evaluations.append(
+            dg.AssetCheckEvaluation(
+                asset_key=key,
+                check_name=QUARANTINE_CHECK,
+                passed=failed == 0,
+                severity=dg.AssetCheckSeverity.WARN,
+                metadata={
+                    "failed": dg.MetadataValue.int(failed),
+                    "by_error_code": dg.MetadataValue.json({r["error_code"]: r["items"] for r in by_code}),
+                    "import_run_id": dg.MetadataValue.text(str(import_run)),
+                    "replayed_by": dg.MetadataValue.text(replayed_by),
+                },
+                description=f"after the quarantine replay {replayed_by}: {failed} item(s) of this stage "
+                "still quarantined"
+                if failed
+                else f"after the quarantine replay {replayed_by}: no item of this stage quarantined",
+                target_materialization_data=AssetCheckEvaluationTargetMaterializationData(
+                    run_id=records[0].run_id, storage_id=records[0].storage_id, timestamp=records[0].timestamp
+                ),
+            )
+        )
+    return evaluations
 
 
 def stuck_evaluation(

@@ -15,6 +15,11 @@ WHERE id = CAST(:uuid AS uuid)
 ORDER BY deleted_at NULLS FIRST, name, id
 LIMIT 11
 
+-- name: read_at
+-- The time a status is read at: now() of the read's transaction, which every statement of it (the
+-- states of oldest_rows, due, held) is computed against.
+SELECT now() AS read_at
+
 -- name: held_count
 -- Rows held by a live Running import run (they wait for the run's end, docs/talent-initial-import.md#events-and-recalc-requests).
 SELECT count(*) AS held

@@ -47,6 +47,15 @@ WHERE dagster_run_id = :dagster_run_id
 ORDER BY started_at DESC
 LIMIT 1
 
+-- name: import_run_named
+-- The import run an operator names (`import replay-failed`, the replay's launchpad): by its own id,
+-- or by a Dagster run id the UI shows: the import's first run (its correlation id), its latest
+-- (dagster_run_id), or the root run of a re-execution (:ids holds both); the newest run wins.
+SELECT * FROM chessboard.talent_import_runs
+WHERE CAST(id AS text) = ANY(:ids) OR dagster_run_id = ANY(:ids) OR correlation_id = ANY(:ids)
+ORDER BY started_at DESC
+LIMIT 1
+
 -- name: lock_running_run_of_dagster_run
 -- The Running run a Dagster run works on, locked to be ended by someone else than its steps (the
 -- run-status sensors): once a later Dagster run resumed it (a retry of a dead run worker), it is
