@@ -32,7 +32,7 @@ def test_the_queue_status_says_when_it_was_read_and_its_states_are_as_of_then(db
     with engine.begin() as conn:
         b = StoreBuilder(conn)
         project = standard_project(b, name="Soon due")
-        b.request(project, due_in_seconds=2)  # waiting for a moment: the debounce
+        b.request(project, due_in_seconds=8)  # waiting for a while (the debounce), however slow the reading
         due_at = queue(conn)[project.id]["due_at"]
     resources = {"chessboard": ChessboardResource(database_url=db_url)}
     with dg.DagsterInstance.ephemeral() as instance:
