@@ -14,6 +14,11 @@ Whichever it is, the run worker of an import run (the process that executes the 
 run pod, the multiprocess parent) beats for its import run while the run's plan executes
 (`with_run_worker_heartbeat`, talent_import/run_worker.py): the run is alive while its run worker
 is, whatever its steps do.
+
+Before it, a re-execution of an import whose import run has Completed (a second "Re-execute from
+failure") is refused: no step starts, the run ends Success with the tag `pin/refused` and one
+warning line saying why, and the stages' assets and checks keep the status they had (a failed run
+would mark every partition it planned Failed).
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from typing import Any
 
 import dagster as dg
 
-from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB, IMPORT_TAG
+from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB, IMPORT_TAG, REFUSED_TAG
+from pin_chessboard_pipelines.defs.talent_import.session import re_execution_refusal
 from pin_chessboard_pipelines.errors import ConfigError
 from pin_chessboard_pipelines.settings import DAGSTER_EXECUTORS, load_dagster_executor, load_settings
 from pin_chessboard_pipelines.store.engine import get_engine
@@ -94,8 +100,17 @@ class RunWorkerExecutor(dg.Executor):
         if url is None:  # not an import, or no store named by the environment: the steps' heartbeat
             yield from self.inner.execute(plan_context, execution_plan)
             return
-        with RunWorkerHeartbeat(get_engine(url), run.run_id):
-            yield from self.inner.execute(plan_context, execution_plan)
+        engine = get_engine(url)
+        try:
+            refusal = re_execution_refusal(plan_context.instance, run, engine)
+            if refusal is not None:  # no step starts: nothing is planned Failed, nothing written
+                plan_context.instance.add_run_tags(run.run_id, {REFUSED_TAG: refusal})
+                plan_context.log.warning(refusal)
+                return
+            with RunWorkerHeartbeat(engine, run.run_id):
+                yield from self.inner.execute(plan_context, execution_plan)
+        finally:
+            engine.dispose()
 
     @property
     def retries(self) -> Any:
