@@ -18,7 +18,8 @@ is, whatever its steps do.
 Before it, a re-execution of an import whose import run has Completed (a second "Re-execute from
 failure") is refused: no step starts, the run ends Success with the tag `pin/refused` and one
 warning line saying why, and the stages' assets and checks keep the status they had (a failed run
-would mark every partition it planned Failed).
+would mark every partition it planned Failed). A terminated import whose stopped step failed with
+its `cancelled:` line ends CANCELED without the interrupt's stack trace (`cancelled_cleanly`).
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ class RunWorkerExecutor(dg.Executor):
                 plan_context.log.warning(refusal)
                 return
             with RunWorkerHeartbeat(engine, run.run_id):
-                yield from self.inner.execute(plan_context, execution_plan)
+                yield from cancelled_cleanly(plan_context, self.inner.execute(plan_context, execution_plan))
         finally:
             engine.dispose()
 
@@ -122,6 +123,25 @@ class RunWorkerExecutor(dg.Executor):
 
     def get_step_event_or_retry_event(self, *args: Any, **kwargs: Any) -> Any:
         return self.inner.get_step_event_or_retry_event(*args, **kwargs)
+
+
+INTERRUPTS = (dg.DagsterExecutionInterruptedError, KeyboardInterrupt)
+
+
+def cancelled_cleanly(plan_context: Any, events: Iterator[dg.DagsterEvent]) -> Iterator[dg.DagsterEvent]:
+    """The plan's events; a terminate that reaches the executor after a step it stopped failed with
+    its `cancelled:` line (defs/talent_import/assets.py) ends the plan here: Dagster then ends the
+    run CANCELED with "Run was canceled. Failed steps: [...]", not with the interrupt's stack
+    trace. Any other interrupt goes on as Dagster's."""
+    stopped = False
+    try:
+        for event in events:
+            stopped = stopped or event.is_step_failure
+            yield event
+    except INTERRUPTS:
+        run = plan_context.instance.get_run_by_id(plan_context.run_id)
+        if not (stopped and run is not None and run.status == dg.DagsterRunStatus.CANCELING):
+            raise
 
 
 def with_run_worker_heartbeat(

@@ -554,12 +554,24 @@ def test_terminating_the_dagster_run_cancels_the_import_after_the_current_page(
         )
         assert resumed.success
         retried = {e.step_key for e in resumed.all_events if e.event_type_value == "STEP_SUCCESS"}
-        assert "property_objects.property_objects_barrier" in retried
-        assert "property_objects.property_objects_pages_0" not in retried
+        # the stopped page step again (it works the pages it left), then the stage's barrier
+        assert {
+            "property_objects.property_objects_pages_0",
+            "property_objects.property_objects_barrier",
+        } <= retried
     kinds = [e.event_type_value for e in result.all_events]
-    # a deliberate cancel: no retry of the page step, no failed step, the run CANCELED
-    assert "STEP_UP_FOR_RETRY" not in kinds and "STEP_FAILURE" not in kinds, kinds
+    # a deliberate cancel: no retry of the page step; the step it stopped is not a success but a
+    # failure of one `cancelled:` line; the run CANCELED with no error (no interrupt's stack trace)
+    assert "STEP_UP_FOR_RETRY" not in kinds, kinds
+    [stopped] = [e for e in result.all_events if e.is_step_failure]
+    assert stopped.step_key == "property_objects.property_objects_pages_0"
+    line = stopped.step_failure_data.user_failure_data.description
+    assert line.startswith("cancelled: the run was stopped; ") and "\n" not in line, line
+    assert "property_objects.property_objects_pages_0" not in {
+        e.step_key for e in result.all_events if e.event_type_value == "STEP_SUCCESS"
+    }
     assert kinds[-1] == "PIPELINE_CANCELED"
+    assert result.all_events[-1].event_specific_data.error is None
     assert _page_states(engine) == {"Done": _page_states(engine)["Done"]}  # the resumed run did the rest
     [run] = _runs(engine)
     assert run["id"] == cancelled["id"] and run["status"] == "Completed"
