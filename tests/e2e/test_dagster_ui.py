@@ -556,9 +556,13 @@ def test_a_second_re_execute_from_failure_starts_no_new_import(ui: Ui, page):
     after = _partition_statuses(ui, "property_objects")
     assert sorted(after["materializedPartitions"]) == sorted(ui.partitions), after
     assert not after["failedPartitions"] and not after["materializingPartitions"], after
+    # (the refused run planned them and evaluated none: Dagster shows them Skipped in it, not failed)
     for name in ("no_quarantined_items", "import_not_stuck"):
-        assert _check_status(ui, "property_objects", name) == "SUCCEEDED", name
-        assert _latest_check_execution(ui, "property_objects", name) != "EXECUTION_FAILED", name
+        for status in (
+            _check_status(ui, "property_objects", name),
+            _latest_check_execution(ui, "property_objects", name),
+        ):
+            assert status in ("SUCCEEDED", "SKIPPED"), (name, status)
 
     # by clicks: the run's page says Success and the refusal; the asset's page shows no failure
     SCREENSHOTS.mkdir(exist_ok=True)
