@@ -225,8 +225,8 @@ def test_materialize_all_with_config_shows_progress_then_terminate_and_resume(ui
         page.get_by_text("page-applied").first.wait_for()
         page.screenshot(path=str(DOCS / "ui-run-logs.png"))
         # the stopped step's one line, and the run Canceled
-        page.get_by_placeholder("Filter").fill("cancelled:")
-        page.get_by_text("cancelled: the run was stopped; ").first.wait_for()
+        page.get_by_placeholder("Filter").fill(f"step:{sorted(failed_steps)[0]}")
+        page.get_by_text("cancelled: the run was stopped").first.wait_for()
         page.get_by_text("Canceled", exact=True).first.wait_for()
         (DOCS / "screenshots").mkdir(exist_ok=True)
         page.screenshot(path=str(DOCS / "screenshots" / "terminated-run-cancelled-step.png"))
