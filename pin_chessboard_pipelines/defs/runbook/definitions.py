@@ -224,7 +224,7 @@ def _reset_poison(
                 row = queue_row(conn, project.id)
             except Refused:  # drained meanwhile: nothing left to reset
                 before = None
-    if row is None:  # nothing queued or nothing poison: a no-op, one line, not a failure
+    if row is None or before is None:  # nothing queued or nothing poison: a no-op, one line, not a failure
         context.log.info(_nothing_to_reset(config.project, before, poison_attempts))
         return {
             "project": dg.MetadataValue.text(project.name),
