@@ -14,6 +14,12 @@ Whichever it is, the run worker of an import run (the process that executes the 
 run pod, the multiprocess parent) beats for its import run while the run's plan executes
 (`with_run_worker_heartbeat`, talent_import/run_worker.py): the run is alive while its run worker
 is, whatever its steps do.
+
+Before it, a re-execution of an import whose import run has Completed (a second "Re-execute from
+failure") is refused: no step starts, the run ends Success with the tag `pin/refused` and one
+warning line saying why, and the stages' assets and checks keep the status they had (a failed run
+would mark every partition it planned Failed). A terminated import whose stopped step failed with
+its `cancelled:` line ends CANCELED without the interrupt's stack trace (`cancelled_cleanly`).
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ from typing import Any
 
 import dagster as dg
 
-from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB, IMPORT_TAG
+from pin_chessboard_pipelines.defs.talent_import.config import IMPORT_JOB, IMPORT_TAG, REFUSED_TAG
+from pin_chessboard_pipelines.defs.talent_import.session import re_execution_refusal
 from pin_chessboard_pipelines.errors import ConfigError
 from pin_chessboard_pipelines.settings import DAGSTER_EXECUTORS, load_dagster_executor, load_settings
 from pin_chessboard_pipelines.store.engine import get_engine
@@ -83,8 +90,17 @@ class RunWorkerExecutor(dg.Executor):
         if url is None:  # not an import, or no store named by the environment: the steps' heartbeat
             yield from self.inner.execute(plan_context, execution_plan)
             return
-        with RunWorkerHeartbeat(get_engine(url), run.run_id):
-            yield from self.inner.execute(plan_context, execution_plan)
+        engine = get_engine(url)
+        try:
+            refusal = re_execution_refusal(plan_context.instance, run, engine)
+            if refusal is not None:  # no step starts: nothing is planned Failed, nothing written
+                plan_context.instance.add_run_tags(run.run_id, {REFUSED_TAG: refusal})
+                plan_context.log.warning(refusal)
+                return
+            with RunWorkerHeartbeat(engine, run.run_id):
+                yield from cancelled_cleanly(plan_context, self.inner.execute(plan_context, execution_plan))
+        finally:
+            engine.dispose()
 
     @property
     def retries(self) -> Any:
@@ -96,6 +112,25 @@ class RunWorkerExecutor(dg.Executor):
 
     def get_step_event_or_retry_event(self, *args: Any, **kwargs: Any) -> Any:
         return self.inner.get_step_event_or_retry_event(*args, **kwargs)
+
+
+INTERRUPTS = (dg.DagsterExecutionInterruptedError, KeyboardInterrupt)
+
+
+def cancelled_cleanly(plan_context: Any, events: Iterator[dg.DagsterEvent]) -> Iterator[dg.DagsterEvent]:
+    """The plan's events; a terminate that reaches the executor after a step it stopped failed with
+    its `cancelled:` line (defs/talent_import/assets.py) ends the plan here: Dagster then ends the
+    run CANCELED with "Run was canceled. Failed steps: [...]", not with the interrupt's stack
+    trace. Any other interrupt goes on as Dagster's."""
+    stopped = False
+    try:
+        for event in events:
+            stopped = stopped or event.is_step_failure
+            yield event
+    except INTERRUPTS:
+        run = plan_context.instance.get_run_by_id(plan_context.run_id)
+        if not (stopped and run is not None and run.status == dg.DagsterRunStatus.CANCELING):
+            raise
 
 
 def with_run_worker_heartbeat(

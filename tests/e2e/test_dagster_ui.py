@@ -202,16 +202,34 @@ def test_materialize_all_with_config_shows_progress_then_terminate_and_resume(ui
         )
         ui.gql.terminate_run(run_id)  # what the run page's Terminate button calls
         assert ui.gql.wait_for_run(run_id, timeout=180)["status"] == "CANCELED"
-        # a cancel, not a failure: the page step in flight stops, no retry of it, no failed step
-        kinds = [e["__typename"] for e in ui.gql.run_events(run_id)]
-        assert "ExecutionStepUpForRetryEvent" not in kinds and "ExecutionStepFailureEvent" not in kinds, kinds
+        # a cancel: the page step in flight stops, no retry of it; the step it stopped is not a
+        # success (Dagster has no cancelled step) but a failure of one `cancelled:` line, and the
+        # run ends CANCELED without the interrupt's red stack trace
+        events = ui.gql.run_events(run_id)
+        kinds = [e["__typename"] for e in events]
+        assert "ExecutionStepUpForRetryEvent" not in kinds, kinds
         assert "RunCanceledEvent" in kinds
+        stopped = _step_failures(ui, run_id)
+        assert stopped and all(s.startswith("cancelled: the run was stopped; ") for s in stopped), stopped
+        assert all("\n" not in s for s in stopped), stopped
+        failed_steps = {e["stepKey"] for e in events if e["__typename"] == "ExecutionStepFailureEvent"}
+        assert not failed_steps & {
+            e["stepKey"] for e in events if e["__typename"] == "ExecutionStepSuccessEvent"
+        }
+        errors = _run_errors(ui, run_id)
+        assert not [e for e in errors if "DagsterExecutionInterruptedError" in e], errors
         assert any("stopped: the run was terminated" in m for m in ui.gql.run_messages(run_id))
         _open(page, ui, f"/runs/{run_id}")
         page.get_by_placeholder("Filter").fill("PropertyObjects")
         page.get_by_text("stage-progress").first.wait_for()
         page.get_by_text("page-applied").first.wait_for()
         page.screenshot(path=str(DOCS / "ui-run-logs.png"))
+        # the stopped step's one line, and the run Canceled
+        page.get_by_placeholder("Filter").fill(f"step:{sorted(failed_steps)[0]}")
+        page.get_by_text("cancelled: the run was stopped").first.wait_for()
+        page.get_by_text("Canceled", exact=True).first.wait_for()
+        (DOCS / "screenshots").mkdir(exist_ok=True)
+        page.screenshot(path=str(DOCS / "screenshots" / "terminated-run-cancelled-step.png"))
         line = next(m for m in ui.gql.run_messages(run_id) if m.startswith("page-applied"))
         for field in ("RunId=", "CorrelationId=", "Stage=", "PageNo="):
             assert field in line
@@ -261,6 +279,33 @@ def _step_failures(ui: Ui, run_id: str) -> list[str]:
         for e in data["logsForRun"]["events"]
         if "error" in e
     ]
+
+
+def _run_errors(ui: Ui, run_id: str) -> list[str]:
+    """Every error the run's log shows in red (steps' and the run's own): type, message and stack."""
+    errors: list[str] = []
+    cursor = None
+    while True:
+        data = ui.gql.query(
+            """
+            query E($id: ID!, $cursor: String) {
+              logsForRun(runId: $id, afterCursor: $cursor) {
+                ... on EventConnection {
+                  cursor hasMore
+                  events { __typename ... on ErrorEvent { error { message stack } } }
+                }
+              }
+            }""",
+            {"id": run_id, "cursor": cursor},
+        )["logsForRun"]
+        errors += [
+            f"{e['__typename']}: {e['error']['message']}{''.join(e['error']['stack'])}"
+            for e in data["events"]
+            if e.get("error")
+        ]
+        cursor = data["cursor"]
+        if not data["hasMore"]:
+            return errors
 
 
 def _latest_by_partition(ui: Ui) -> dict[str, dict[str, Any]]:
@@ -445,12 +490,53 @@ def test_a_cli_relay_run_is_listed_under_its_job(ui: Ui):
     assert data["runOrError"]["pipelineSnapshotId"] == data["pipelineOrError"]["pipelineSnapshotId"]
 
 
-def test_a_second_re_execute_from_failure_starts_no_new_import(ui: Ui):
-    """Last of the module: the refused run leaves the import's checks unevaluated in it (a
+def _partition_statuses(ui: Ui, key: str) -> dict[str, list[str]]:
+    """What the asset's Partitions tab colours: materialized, failed, materializing partitions."""
+    data = ui.gql.query(
+        """
+        query P($key: AssetKeyInput!) {
+          assetNodeOrError(assetKey: $key) {
+            ... on AssetNode {
+              assetPartitionStatuses {
+                ... on DefaultPartitionStatuses { materializedPartitions failedPartitions materializingPartitions }
+              }
+            }
+          }
+        }""",
+        {"key": {"path": [key]}},
+    )
+    return data["assetNodeOrError"]["assetPartitionStatuses"]
+
+
+def _latest_check_execution(ui: Ui, key: str, name: str) -> str | None:
+    """The status of the check's latest execution, whatever run it was planned in."""
+    data = ui.gql.query(
+        """
+        query X($key: AssetKeyInput!, $name: String!) {
+          assetCheckExecutions(assetKey: $key, checkName: $name, limit: 1) { runId status }
+        }""",
+        {"key": {"path": [key]}, "name": name},
+    )
+    executions = data["assetCheckExecutions"]
+    return executions[0]["status"] if executions else None
+
+
+SCREENSHOTS = DOCS / "screenshots"
+
+
+def test_a_second_re_execute_from_failure_starts_no_new_import(ui: Ui, page):
+    """Last of the module: a second "Re-execute from failure" of the terminated run, whose import
+    the first one resumed and Completed, is refused before any step starts: the run is a Success
+    carrying the refusal (tag pin/refused, one warning line), and property_objects, its partitions
+    and its checks keep the status they had, in GraphQL and on the pages an operator opens (a
     re-executed backfill's run: tests/integration/test_import_dagster.py)."""
     if ui.terminated is None:
         pytest.skip("needs the terminated and resumed import of the terminate test")
     run_id, import_run_id, resumed_by = ui.terminated
+    before = _partition_statuses(ui, "property_objects")
+    assert (
+        sorted(before["materializedPartitions"]) == sorted(ui.partitions) and not before["failedPartitions"]
+    )
     # sensors keep drain, relay and sync runs going: the run may wait in the queue for one to end
     twice = ui.gql.query(
         """
@@ -462,7 +548,49 @@ def test_a_second_re_execute_from_failure_starts_no_new_import(ui: Ui):
         {"parent": run_id},
     )["launchRunReexecution"]["run"]["runId"]
     refusal = f"CHESSBOARD_IMPORT_INVALID_REQUEST: nothing to resume: import run {import_run_id}"
-    assert ui.gql.wait_for_run(twice, timeout=360)["status"] == "FAILURE", ui.stack.log_tail()
-    assert [line.startswith(refusal) for line in _step_failures(ui, twice)] == [True]
+    done = ui.gql.wait_for_run(twice, timeout=360)
+    assert done["status"] == "SUCCESS", (ui.gql.run_messages(twice), ui.stack.log_tail())
+    assert done["tags"]["pin/refused"].startswith(refusal)
+    events = ui.gql.run_events(twice)
+    assert not [e for e in events if e["__typename"].startswith("ExecutionStep")], events  # no step
+    warnings = [e["message"] for e in events if e.get("level") in ("WARNING", "ERROR", "CRITICAL")]
+    assert warnings == [done["tags"]["pin/refused"]]
+    assert _step_failures(ui, twice) == [] and _run_errors(ui, twice) == []
     resumed = [r for r in ui.import_runs() if r["correlation_id"] == run_id]
     assert [(r["id"], r["dagster_run_id"]) for r in resumed] == [(import_run_id, resumed_by)]
+    # the asset as it was: every partition Materialized, none Failed; the checks not failed
+    after = _partition_statuses(ui, "property_objects")
+    assert sorted(after["materializedPartitions"]) == sorted(ui.partitions), after
+    assert not after["failedPartitions"] and not after["materializingPartitions"], after
+    # (the refused run planned them and evaluated none: Dagster shows them Skipped in it, not failed)
+    for name in ("no_quarantined_items", "import_not_stuck"):
+        for status in (
+            _check_status(ui, "property_objects", name),
+            _latest_check_execution(ui, "property_objects", name),
+        ):
+            assert status in ("SUCCEEDED", "SKIPPED"), (name, status)
+
+    # by clicks: the run's page says Success and the refusal; the asset's page shows no failure
+    SCREENSHOTS.mkdir(exist_ok=True)
+    _open(page, ui, f"/runs/{twice}")
+    page.get_by_text(refusal).first.wait_for()
+    page.get_by_text("Success", exact=True).first.wait_for()
+    page.screenshot(path=str(SCREENSHOTS / "refused-re-execution-run.png"))
+    _open(page, ui, "/assets/property_objects?view=partitions")
+    page.get_by_title(ui.partitions[0], exact=True).first.wait_for()
+    # the Partitions tab's legend: every partition Materialized, none Failed
+    page.get_by_text(f"Materialized ({len(ui.partitions)})", exact=True).first.wait_for()
+    page.get_by_text("Failed (0)", exact=True).first.wait_for()
+    assert not _failed_lines(page)
+    screenshot_when_settled(page, SCREENSHOTS / "refused-re-execution-asset.png")
+    _open(page, ui, "/assets/property_objects?view=checks")
+    page.get_by_text("no_quarantined_items").first.wait_for()
+    page.get_by_text("import_not_stuck").first.wait_for()
+    assert not _failed_lines(page)
+    screenshot_when_settled(page, SCREENSHOTS / "refused-re-execution-checks.png")
+
+
+def _failed_lines(page) -> list[str]:
+    """The lines of the page that say something failed ("Failed (0)", a count of none, aside)."""
+    lines = page.locator("body").inner_text().splitlines()
+    return [line for line in lines if "failed" in line.lower() and line.strip() != "Failed (0)"]

@@ -149,3 +149,54 @@ def test_the_recalc_status_is_on_the_recalc_queue_asset(dagster_stack: DagsterSt
                 sa.text("DELETE FROM chessboard.project_recalc_requests WHERE project_id = :p"),
                 {"p": waiting.id},
             )
+
+
+NOT_POISON = "ЖК Runbook Not Poison"  # requested twice and failed once or twice, not poison
+
+
+def test_reset_poison_with_nothing_to_reset_is_a_success_saying_so(dagster_stack: DagsterStack, page):
+    """RESET_POISON of a project whose recalc request is not poison finds nothing to do: the run
+    is a Success whose log says so in one line, naming the project as typed (not its PIN id), no
+    error, and the request keeps its AttemptCount and DueAt."""
+    with dagster_stack.engine.begin() as conn:
+        b = StoreBuilder(conn)
+        project = standard_project(b, name=NOT_POISON)
+        b.request(project, attempt_count=2, due_in_seconds=900)
+        before = queue(conn)[project.id]
+    try:
+        type_launchpad_config(
+            page,
+            f"{dagster_stack.webserver_url}/locations/{LOCATION}/jobs/recalc_runbook/playground",
+            f"ops:\n  recalc_runbook_step:\n    config:\n      step: RESET_POISON\n      project: {NOT_POISON}\n",
+        )
+        page.get_by_role("button", name="Launch Run").click()
+        page.wait_for_url("**/runs/**", timeout=120_000)
+        run_id = page.url.rstrip("/").split("/runs/")[1].split("?")[0]
+        run = dagster_stack.graphql.wait_for_run(run_id, timeout=240)
+        events = dagster_stack.graphql.run_events(run_id)
+        assert run["status"] == "SUCCESS", (events, dagster_stack.log_tail())
+        line = (
+            f"RESET_POISON: nothing to reset, the recalc request of project '{NOT_POISON}' is not poison "
+            "(AttemptCount 2 of 5); FORCE_RECALC makes it due now"
+        )
+        said = [e["message"] for e in events if "RESET_POISON" in (e.get("message") or "")]
+        assert said == [line], said
+        assert not [e for e in events if e.get("level") in ("ERROR", "CRITICAL")], events
+        assert not [e for e in events if str(project.id) in (e.get("message") or "")]
+        with dagster_stack.engine.connect() as conn:
+            assert queue(conn)[project.id] == before  # nothing reset
+
+        # by clicks: the run's page, Success and the line
+        page.goto(f"{dagster_stack.webserver_url}/runs/{run_id}")
+        page.get_by_placeholder("Filter").fill("RESET_POISON")
+        page.get_by_text(line).first.wait_for()
+        page.get_by_text("Success", exact=True).first.wait_for()
+        screenshots = DOCS / "screenshots"
+        screenshots.mkdir(exist_ok=True)
+        page.screenshot(path=str(screenshots / "runbook-reset-poison-nothing-to-reset.png"))
+    finally:
+        with dagster_stack.engine.begin() as conn:  # the stack's other tests see the queue they left
+            conn.execute(
+                sa.text("DELETE FROM chessboard.project_recalc_requests WHERE project_id = :p"),
+                {"p": project.id},
+            )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 import threading
 import uuid
 
@@ -11,6 +12,7 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
+from pin_chessboard_pipelines.defs.executors import build_executor
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import import config as talent_config
 from pin_chessboard_pipelines.defs.talent_import import session as talent_session
@@ -35,7 +37,9 @@ def _resources() -> dict:
 def build_defs() -> dg.Definitions:
     return dg.Definitions.merge(
         definitions(),
-        dg.Definitions(resources={"chessboard": ChessboardResource()}, executor=dg.in_process_executor),
+        # the deployment's in_process executor (defs/executors.py: the run worker's heartbeat, the
+        # refusal of a re-execution with nothing to resume)
+        dg.Definitions(resources={"chessboard": ChessboardResource()}, executor=build_executor("in_process")),
     )
 
 
@@ -202,6 +206,32 @@ def failing(monkeypatch) -> dict[str, bool]:
     return failing
 
 
+def _refused(instance: dg.DagsterInstance, result: dg.ExecuteJobResult) -> str:
+    """The refusal of a run its executor refused: the run Success, no step started, the line as the
+    run's tag pin/refused and as the run's one warning."""
+    assert result.success
+    assert not [e for e in result.all_events if e.step_key], [e.event_type_value for e in result.all_events]
+    run = instance.get_run_by_id(result.run_id)
+    assert run is not None
+    line = run.tags[talent_config.REFUSED_TAG]
+    warnings = [
+        r.user_message
+        for r in instance.all_logs(result.run_id)
+        if r.dagster_event is None and r.level >= logging.WARNING
+    ]
+    assert warnings == [line]
+    return line
+
+
+def _partition_statuses(instance: dg.DagsterInstance) -> set:
+    """The statuses the asset's Partitions tab shows for property_objects' partitions."""
+    keys = list(instance.get_dynamic_partitions(PARTITION))
+    statuses = instance.get_status_by_partition(
+        dg.AssetKey("property_objects"), keys, talent_config.TALENT_DEVELOPERS
+    )
+    return set((statuses or {}).values())
+
+
 @pytest.mark.slow
 def test_re_execute_from_failure_resumes_the_same_import_run(env, engine, monkeypatch, failing):
     monkeypatch.setenv("CHESSBOARD_IMPORT_PAGE_SIZE", "4")
@@ -236,12 +266,12 @@ def test_re_execute_from_failure_resumes_the_same_import_run(env, engine, monkey
             tags=_range_tags(_developers()),
             reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, instance),
         )
-        assert not third.success
-        [refusal] = [
-            e.step_failure_data.user_failure_data.description for e in third.all_events if e.is_step_failure
-        ]
+        # refused before any step starts: Success with the line as its tag and one warning, no
+        # step, and the import's partitions keep their status (a failed run would mark them Failed)
+        refusal = _refused(instance, third)
         assert refusal.startswith("CHESSBOARD_IMPORT_INVALID_REQUEST: nothing to resume: import run")
         assert f"import run {run['id']} (correlation id {first.run_id}) Completed" in refusal
+        assert _partition_statuses(instance) == {dg.AssetPartitionStatus.MATERIALIZED}
     [resumed] = _runs(engine)
     assert resumed["id"] == run["id"] and resumed["status"] == "Completed"
     assert resumed["correlation_id"] == first.run_id and resumed["dagster_run_id"] == second.run_id
@@ -279,11 +309,9 @@ def test_a_re_executed_backfill_resumes_its_import_and_a_second_one_is_refused(
         assert resumed["id"] == run["id"] and resumed["status"] == "Completed"
         assert resumed["correlation_id"] == first.run_id == run["correlation_id"]
         refused = dg.execute_job(job, instance, tags={**partitions, **third})
-        assert not refused.success
-        [line] = [
-            e.step_failure_data.user_failure_data.description for e in refused.all_events if e.is_step_failure
-        ]
+        line = _refused(instance, refused)
         assert f"nothing to resume: import run {run['id']} (correlation id {first.run_id}) Completed" in line
+        assert _partition_statuses(instance) == {dg.AssetPartitionStatus.MATERIALIZED}
     assert [r["id"] for r in _runs(engine)] == [run["id"]]  # no new import was started
 
 
@@ -526,12 +554,24 @@ def test_terminating_the_dagster_run_cancels_the_import_after_the_current_page(
         )
         assert resumed.success
         retried = {e.step_key for e in resumed.all_events if e.event_type_value == "STEP_SUCCESS"}
-        assert "property_objects.property_objects_barrier" in retried
-        assert "property_objects.property_objects_pages_0" not in retried
+        # the stopped page step again (it works the pages it left), then the stage's barrier
+        assert {
+            "property_objects.property_objects_pages_0",
+            "property_objects.property_objects_barrier",
+        } <= retried
     kinds = [e.event_type_value for e in result.all_events]
-    # a deliberate cancel: no retry of the page step, no failed step, the run CANCELED
-    assert "STEP_UP_FOR_RETRY" not in kinds and "STEP_FAILURE" not in kinds, kinds
+    # a deliberate cancel: no retry of the page step; the step it stopped is not a success but a
+    # failure of one `cancelled:` line; the run CANCELED with no error (no interrupt's stack trace)
+    assert "STEP_UP_FOR_RETRY" not in kinds, kinds
+    [stopped] = [e for e in result.all_events if e.is_step_failure]
+    assert stopped.step_key == "property_objects.property_objects_pages_0"
+    line = stopped.step_failure_data.user_failure_data.description
+    assert line.startswith("cancelled: the run was stopped; ") and "\n" not in line, line
+    assert "property_objects.property_objects_pages_0" not in {
+        e.step_key for e in result.all_events if e.event_type_value == "STEP_SUCCESS"
+    }
     assert kinds[-1] == "PIPELINE_CANCELED"
+    assert result.all_events[-1].event_specific_data.error is None
     assert _page_states(engine) == {"Done": _page_states(engine)["Done"]}  # the resumed run did the rest
     [run] = _runs(engine)
     assert run["id"] == cancelled["id"] and run["status"] == "Completed"

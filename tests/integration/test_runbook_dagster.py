@@ -3,6 +3,8 @@ id, PIN id or name, and the queue's status recorded on `recalc_queue`."""
 
 from __future__ import annotations
 
+import logging
+
 import dagster as dg
 import sqlalchemy as sa
 
@@ -115,6 +117,30 @@ def test_reset_poison_with_nothing_queued_is_a_success_saying_so(db_url, engine)
     assert output.event_specific_data.metadata["reset"].value is False
     with engine.connect() as conn:
         assert queue(conn) == {}
+
+
+def test_reset_poison_of_a_row_that_is_not_poison_is_a_success_changing_nothing(db_url, engine):
+    with engine.begin() as conn:
+        b = StoreBuilder(conn)
+        project = standard_project(b, name="Waiting")
+        b.request(project, attempt_count=2)
+        before = queue(conn)
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = _run(db_url, instance, step="RESET_POISON", project="waiting")
+        assert result.success
+        lines = [
+            e.message
+            for e in instance.all_logs(result.run_id)
+            if e.user_message and "RESET_POISON" in e.user_message
+        ]
+        errors = [e for e in instance.all_logs(result.run_id) if e.level >= logging.ERROR]
+    assert lines == [
+        "RESET_POISON: nothing to reset, the recalc request of project 'waiting' is not poison "
+        "(AttemptCount 2 of 5); FORCE_RECALC makes it due now"
+    ]
+    assert str(project.id) not in lines[0] and errors == []
+    with engine.connect() as conn:
+        assert queue(conn) == before  # its AttemptCount and DueAt as they were
 
 
 def test_reset_poison_makes_a_poison_row_due_and_the_status_shows_it_until_then(db_url, engine):

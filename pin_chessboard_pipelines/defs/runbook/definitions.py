@@ -20,7 +20,7 @@ from pydantic import Field
 
 from pin_chessboard_pipelines.defs.metadata import TABLE_NAME_KEY, table_name
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
-from pin_chessboard_pipelines.errors import ChessboardError
+from pin_chessboard_pipelines.errors import ChessboardError, Refused
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.recalc.audit import Divergence, audit, drift
 from pin_chessboard_pipelines.recalc.queue import queue_row, request_recalc, reset_poison
@@ -215,17 +215,32 @@ def _force_recalc(
     return _row_metadata(project, row)
 
 
+def _nothing_to_reset(typed: str | None, queued: dict[str, Any] | None, poison_attempts: int) -> str:
+    """RESET_POISON's one line when it finds nothing to do, naming the project as the operator typed it."""
+    if queued is None:
+        return f"RESET_POISON: nothing to reset, project {typed!r} has no recalc request"
+    return (
+        f"RESET_POISON: nothing to reset, the recalc request of project {typed!r} is not poison "
+        f"(AttemptCount {queued['attempt_count']} of {poison_attempts}); FORCE_RECALC makes it due now"
+    )
+
+
 def _reset_poison(
     context: dg.OpExecutionContext, config: RecalcRunbookConfig, chessboard: ChessboardResource
 ) -> dict[str, dg.MetadataValue]:
     project = _project(config, chessboard)
+    poison_attempts = chessboard.settings.recalc_poison_attempts
     with chessboard.engine.begin() as conn:
         before = queue_row(conn, project.id)
-        if before is not None:
-            reset_poison(conn, project.id)
-        row = queue_row(conn, project.id)
-    if before is None or row is None:  # nothing queued: a no-op, not a failure
-        context.log.info(f"RESET_POISON: nothing to reset, project {config.project!r} has no recalc request")
+        row = None
+        if before is not None and before["attempt_count"] >= poison_attempts:
+            try:
+                reset_poison(conn, project.id)
+                row = queue_row(conn, project.id)
+            except Refused:  # drained meanwhile: nothing left to reset
+                before = None
+    if row is None or before is None:  # nothing queued or nothing poison: a no-op, one line, not a failure
+        context.log.info(_nothing_to_reset(config.project, before, poison_attempts))
         return {
             "project": dg.MetadataValue.text(project.name),
             "project_id": dg.MetadataValue.text(str(project.id)),

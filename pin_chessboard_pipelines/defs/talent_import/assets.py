@@ -142,14 +142,24 @@ def _failure(session: ImportSession, error: BaseException, stage: Entity) -> dg.
     )
 
 
+def _cancelled(what: str) -> dg.Failure:
+    """The end of a step a terminate stopped: not a success (Dagster has no cancelled step), one
+    line, no retry of it (docs/talent-initial-import.md#terminate)."""
+    return dg.Failure(description=f"cancelled: the run was stopped; {what}", allow_retries=False)
+
+
+NOT_STARTED = "this step started after it and did nothing"
+
+
 @contextmanager
-def _cancelled_when_interrupted(session: ImportSession) -> Iterator[None]:
-    """A terminate (or Ctrl-C) inside this step ends the import run Cancelled, first process to see it."""
+def _cancelled_when_interrupted(session: ImportSession, stage: Entity) -> Iterator[None]:
+    """A terminate (or Ctrl-C) inside this step ends the import run Cancelled, first process to see
+    it, and the step with its one line."""
     try:
         yield
     except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
         session.end(RunStatus.CANCELLED, "cancelled")
-        raise
+        raise _cancelled(f"{stage.name}: the barrier stopped before its pages were Done") from None
 
 
 INTERRUPTS = (dg.DagsterExecutionInterruptedError, KeyboardInterrupt)
@@ -161,16 +171,6 @@ def _terminated(instance: dg.DagsterInstance, run_id: str) -> bool:
     return run is not None and run.status in TERMINATED
 
 
-@dg.success_hook(name="stop_terminated_run")
-def stop_terminated_run(context: dg.HookContext) -> None:
-    """After a step that ended on a terminate, the run stops, CANCELED, before any step downstream
-    starts: on the in-process executor nothing else would stop it (Dagster's multiprocess executor
-    starts no step once terminated). "Re-execute from failure" then runs the steps that did not
-    start (docs/talent-initial-import.md#terminate)."""
-    if _terminated(context.instance, context.run_id):
-        raise dg.DagsterExecutionInterruptedError("the run was terminated")
-
-
 def _plan(
     stage: Entity,
     context: dg.AssetExecutionContext,
@@ -179,10 +179,13 @@ def _plan(
 ):
     """The stage's first step: the import run joined (started or resumed by the run's first step),
     then one output per process that works on the stage; the workers beyond `processes` are skipped.
-    On a terminate it ends quietly, its outputs yielded: `stop_terminated_run` stops the run before
-    the page steps start, and "Re-execute from failure" runs them."""
-    if not _terminated(context.instance, context.run.run_id):
-        _join_plan(context, chessboard, config)
+    On a terminate it fails with its one `cancelled:` line, no output: nothing downstream starts,
+    and "Re-execute from failure" runs it again (it joins the resumed import run)."""
+    if _terminated(context.instance, context.run.run_id):
+        raise _cancelled(f"{stage.name}: {NOT_STARTED}")
+    _join_plan(context, chessboard, config)
+    if _terminated(context.instance, context.run.run_id):
+        raise _cancelled(f"{stage.name}: the stage's page steps did not start")
     yield from start_workers(config.processes, PROCESSES_MAX)
 
 
@@ -221,15 +224,17 @@ def _work(
     """One process's page workers of the stage, until its barrier (docs/talent-initial-import.md#processes).
 
     When the Dagster run is terminated the import run ends Cancelled (first process to see it) and
-    the step ends here, quietly: an interrupt must not reach the step's retry policy, which would
-    start the step again as attempts 2-4 of a failure (docs/talent-initial-import.md#terminate).
-    What it left, its stage's barrier does in the run that resumes the import."""
+    the step fails with one `cancelled:` line, not a retry: an interrupt must not reach the step's
+    retry policy, which would start the step again as attempts 2-4 of a failure
+    (docs/talent-initial-import.md#terminate). The run that resumes the import runs it again."""
     if _terminated(context.instance, context.run.run_id):
-        return  # a step started after the terminate, or a retry of one it interrupted
+        # a step started after the terminate, or a retry of one it interrupted
+        raise _cancelled(f"{stage.name}: {NOT_STARTED}")
     try:
         session = step_session(context, chessboard, config)
     except INTERRUPTS:
-        return  # no run row was joined here: the run status sensor ends it
+        # no run row was joined here: the run status sensor ends it
+        raise _cancelled(f"{stage.name}: this process ({process_name()}) joined no import run") from None
     try:
         progress = StageProgress(session.engine, session.run_id, stage.stage, session.log_fields(stage.stage))
         try:
@@ -242,7 +247,7 @@ def _work(
         if report is None or (report.cancelled and session.should_stop()):
             session.end(RunStatus.CANCELLED, "cancelled")
             context.log.info(f"{stage.name}: this process ({process_name()}) stopped: the run was terminated")
-            return
+            raise _cancelled(f"{stage.name}: this process ({process_name()}) stopped its page workers")
         context.log.info(
             f"{stage.name}: this process ({process_name()}) applied {report.pages_processed} page(s)"
         )
@@ -258,15 +263,19 @@ def _barrier(
 ):
     """The stage barrier: every walk ended and every page Done, whoever did them; the stage's
     materialization (per developer partition) and its check; the import run completed after the
-    last stage of the run. Pages its page steps left (they ended on a terminate; "Re-execute from
-    failure" runs this barrier again, not them) it works itself first. A terminate while it reports
-    lets it end whole (moments); `stop_terminated_run` stops the run after it."""
+    last stage of the run. Pages its page steps left it works itself first. A terminate before it
+    starts fails it with its `cancelled:` line; one while it reports lets it end whole (moments),
+    and the next step of the run fails so (the in-process executor would start it)."""
+    if _terminated(context.instance, context.run.run_id):
+        raise _cancelled(f"{stage.name}: {NOT_STARTED}")
     session = step_session(context, chessboard, config)
     try:
         try:
-            with _cancelled_when_interrupted(session):
+            with _cancelled_when_interrupted(session, stage):
                 if not session.stage_complete(stage):
                     session.work_stage(stage)
+        except dg.Failure:
+            raise
         except Exception as error:  # noqa: BLE001 - any failure ends the import run Failed, resumable
             raise _failure(session, error, stage) from None
         with graceful_interrupts():
@@ -388,9 +397,9 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
         yield from _barrier(stage, context, chessboard, talent_import)
 
     def compose(**upstream_assets):
-        started = plan.with_hooks({stop_terminated_run})(**upstream_assets)
-        done = [workers[i].with_hooks({stop_terminated_run})(started[i]) for i in range(PROCESSES_MAX)]
-        ended = barrier.with_hooks({stop_terminated_run})(done)
+        started = plan(**upstream_assets)
+        done = [workers[i](started[i]) for i in range(PROCESSES_MAX)]
+        ended = barrier(done)
         return {"result": ended.result, _check_output(key): getattr(ended, _check_output(key))}
 
     # the graph's inputs as keyword parameters, in the order of `upstream` (Dagster reads them from

@@ -32,6 +32,8 @@ IMPORT_TAG = "pin/import"
 MAX_RUNTIME_SECONDS = 6 * 3600
 MAX_RUNTIME_TAG = "dagster/max_runtime"
 IMPORT_TAGS = {IMPORT_TAG: IMPORT_JOB, MAX_RUNTIME_TAG: str(MAX_RUNTIME_SECONDS)}
+# a refused run's tag: the one line saying why it ran no step (a second re-execution of a Completed import)
+REFUSED_TAG = "pin/refused"
 # the quarantine replay job: one at a time per value of this tag (dagster.yaml run limits)
 SINGLETON_TAGS = {"pin/singleton": IMPORT_JOB}
 

@@ -90,6 +90,20 @@ def is_resume(run: dg.DagsterRun) -> bool:
     return from_failure or bool(run.tags.get(ROOT_BACKFILL_TAG))
 
 
+def re_execution_refusal(instance: dg.DagsterInstance, run: dg.DagsterRun, engine: Engine) -> str | None:
+    """The one line refusing a re-execution whose import run has Completed (a second "Re-execute
+    from failure": nothing to resume, docs/talent-initial-import.md#resume); None for any other run.
+    The run's executor asks before any step starts (defs/executors.py: the run then ends Success,
+    tagged pin/refused, no asset touched); a step asks again when it joins (two resumes racing)."""
+    if not is_resume(run):
+        return None
+    correlation_id = import_correlation_id(instance, run)
+    with engine.connect() as conn:
+        latest = runs.latest_run_of_correlation(conn, correlation_id)
+    refusal = runs.resume_refusal(correlation_id, latest)
+    return None if refusal is None else Refused(refusal, IMPORT_INVALID_REQUEST).line()
+
+
 def developer_ids_of(context: dg.AssetExecutionContext) -> list[str]:
     """The partitions of the run as DeveloperIdFilter; [] when every partition is selected."""
     keys = list(context.partition_keys)
