@@ -225,7 +225,7 @@ def test_re_execute_from_failure_resumes_the_same_import_run(env, engine, monkey
         # only the failed stage's steps ran again (its page step and barrier), resuming the same import
         # run, and the check downstream of it
         assert {e.step_key for e in second.all_events if e.event_type_value == "STEP_SUCCESS"} == {
-            "property_objects.property_objects_pages_0",
+            "property_objects.property_objects_pages[0]",
             "property_objects.property_objects_barrier",
             "property_objects_import_not_stuck",
         }

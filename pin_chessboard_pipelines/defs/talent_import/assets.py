@@ -5,9 +5,10 @@ DynamicPartitionsDefinition keyed by Talent developer id; the dependency edges a
 barriers. Materializing one partition re-syncs one developer (DeveloperIdFilter); a run over all
 partitions (single-run backfill) lists the source without a developer filter.
 
-Each stage is a graph of steps: `<stage>_plan` -> `<stage>_pages_0..15` -> `<stage>_barrier`; the
-first `processes` page steps run (in OS processes or pods with the multiprocess or k8s executor),
-the others are skipped. Every step rebuilds its session from the database.
+Each stage is a graph of steps: `<stage>_plan` -> `<stage>_pages[0]` .. `<stage>_pages[P-1]` ->
+`<stage>_barrier`: the plan starts one page step per process the run asks for (`processes`, a
+dynamic output each, defs/fan_out.py), in OS processes or pods with the multiprocess or k8s
+executor; a run holds no other. Every step rebuilds its session from the database.
 """
 
 import inspect
@@ -18,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
-from pin_chessboard_pipelines.defs.fan_out import start_workers, worker_outputs
+from pin_chessboard_pipelines.defs.fan_out import start_workers, worker_index, worker_out
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import graceful_interrupts
 from pin_chessboard_pipelines.defs.talent_import.checks import quarantine_check
@@ -169,6 +170,24 @@ def stop_terminated_run(context: dg.HookContext) -> None:
         raise dg.DagsterExecutionInterruptedError("the run was terminated")
 
 
+@dg.failure_hook(name="stop_terminated_run_after_its_step")
+def stop_terminated_run_after_failure(context: dg.HookContext) -> None:
+    """`stop_terminated_run` after a step that a terminate ended unfinished (`_stopped_unfinished`)."""
+    if _terminated(context.instance, context.run_id):
+        raise dg.DagsterExecutionInterruptedError("the run was terminated")
+
+
+STOP_HOOKS = {stop_terminated_run, stop_terminated_run_after_failure}
+
+
+def _stopped_unfinished(context: dg.AssetExecutionContext, what: str) -> None:
+    """A plan or page step a terminate stopped ends unfinished, not Success: "Re-execute from
+    failure" starts it again, so the run that resumes the import works the stage's pages in page
+    steps, as many as the plan starts (docs/talent-initial-import.md#terminate)."""
+    if _terminated(context.instance, context.run.run_id):
+        raise dg.Failure(description=f"{what}: the run was terminated", allow_retries=False)
+
+
 def _plan(
     stage: Entity,
     context: dg.AssetExecutionContext,
@@ -176,11 +195,12 @@ def _plan(
     config: TalentImportConfig,
 ):
     """The stage's first step: the import run joined (started or resumed by the run's first step),
-    then one output per process that works on the stage; the workers beyond `processes` are skipped.
-    On a terminate it ends quietly, its outputs yielded: `stop_terminated_run` stops the run before
-    the page steps start, and "Re-execute from failure" runs them."""
-    if not _terminated(context.instance, context.run.run_id):
-        _join_plan(context, chessboard, config)
+    then one dynamic output per process that works on the stage, each starting a page step. On a
+    terminate it starts none and ends unfinished: the run stops, and "Re-execute from failure" runs
+    it again, with the page steps it starts."""
+    _stopped_unfinished(context, "plan")
+    _join_plan(context, chessboard, config)
+    _stopped_unfinished(context, "plan")
     yield from start_workers(config.processes, PROCESSES_MAX)
 
 
@@ -221,7 +241,7 @@ def _work(
     When the Dagster run is terminated the import run ends Cancelled (first process to see it) and
     the step ends here, quietly: an interrupt must not reach the step's retry policy, which would
     start the step again as attempts 2-4 of a failure (docs/talent-initial-import.md#terminate).
-    What it left, its stage's barrier does in the run that resumes the import."""
+    What it left, the same page step does in the run that resumes the import (`_stopped_unfinished`)."""
     if _terminated(context.instance, context.run.run_id):
         return  # a step started after the terminate, or a retry of one it interrupted
     try:
@@ -256,9 +276,9 @@ def _barrier(
 ):
     """The stage barrier: every walk ended and every page Done, whoever did them; the stage's
     materialization (per developer partition) and its check; the import run completed after the
-    last stage of the run. Pages its page steps left (they ended on a terminate; "Re-execute from
-    failure" runs this barrier again, not them) it works itself first. A terminate while it reports
-    lets it end whole (moments); `stop_terminated_run` stops the run after it."""
+    last stage of the run. Pages its page steps left (none, unless a page step ended on a terminate
+    without ending unfinished) it works itself first. A terminate while it reports lets it end whole
+    (moments); `stop_terminated_run` stops the run after it."""
     session = step_session(context, chessboard.settings, chessboard.url, config)
     try:
         try:
@@ -329,9 +349,10 @@ TALENT_SOURCES = [_talent_source(stage) for stage in ENTITIES]
 
 
 def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
-    """A graph-backed asset: plan -> PROCESSES_MAX page-worker ops (those beyond `processes` are
-    skipped) -> barrier, with Nothing edges only (no value crosses an IO manager). The executor runs
-    the workers in one process (in_process), in OS processes (multiprocess) or in pods (k8s)."""
+    """A graph-backed asset: plan -> the page-worker op mapped over the plan's dynamic output (one
+    step per process of the run) -> barrier, collecting them, with Nothing edges only (no value
+    crosses an IO manager). The executor runs the page steps in one process (in_process), in OS
+    processes (multiprocess) or in pods (k8s)."""
     key = ASSET_KEYS[stage.stage]
     name = asset_name(stage)
     op_tags = {"pin/stage": stage.stage}
@@ -340,37 +361,34 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
     @dg.op(
         name=f"{name}_plan",
         ins=upstream,
-        out=worker_outputs(PROCESSES_MAX),
+        out=worker_out(f"One per process of stage {stage.stage}: starts its page step"),
         pool=POOL,
         tags=op_tags,
-        description=f"Joins (or starts/resumes) the import run; one output per process of stage {stage.stage}",
+        description=f"Joins (or starts/resumes) the import run; starts a page step per process of stage {stage.stage}",
     )
     def plan(
         context: dg.AssetExecutionContext, chessboard: ChessboardResource, talent_import: TalentImportConfig
     ):
         yield from _plan(stage, context, chessboard, talent_import)
 
-    def worker(index: int) -> dg.OpDefinition:
-        @dg.op(
-            name=f"{name}_pages_{index}",
-            ins={"go": dg.In(dg.Nothing)},
-            out=dg.Out(dg.Nothing),
-            pool=POOL,
-            tags=op_tags,
-            # a worker whose process died (SIGKILL, an evicted pod) starts again and rejoins the stage
-            retry_policy=dg.RetryPolicy(max_retries=WORKER_RETRIES, delay=1),
-            description=f"Page workers of stage {stage.stage}, process {index}: claim, read, apply",
-        )
-        def pages(
-            context: dg.AssetExecutionContext,
-            chessboard: ChessboardResource,
-            talent_import: TalentImportConfig,
-        ) -> None:
-            _work(stage, index, context, chessboard, talent_import)
-
-        return pages
-
-    workers = [worker(i) for i in range(PROCESSES_MAX)]
+    @dg.op(
+        name=f"{name}_pages",
+        ins={"go": dg.In(dg.Nothing)},
+        out=dg.Out(dg.Nothing),
+        pool=POOL,
+        tags=op_tags,
+        # a worker whose process died (SIGKILL, an evicted pod) starts again and rejoins the stage
+        retry_policy=dg.RetryPolicy(max_retries=WORKER_RETRIES, delay=1),
+        description=f"Page workers of stage {stage.stage}, one process (the step key's [index]): "
+        "claim, read, apply",
+    )
+    def pages(
+        context: dg.AssetExecutionContext,
+        chessboard: ChessboardResource,
+        talent_import: TalentImportConfig,
+    ) -> None:
+        _work(stage, worker_index(context), context, chessboard, talent_import)
+        _stopped_unfinished(context, "pages")
 
     @dg.op(
         name=f"{name}_barrier",
@@ -386,9 +404,9 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
         yield from _barrier(stage, context, chessboard, talent_import)
 
     def compose(**upstream_assets):
-        started = plan.with_hooks({stop_terminated_run})(**upstream_assets)
-        done = [workers[i].with_hooks({stop_terminated_run})(started[i]) for i in range(PROCESSES_MAX)]
-        ended = barrier.with_hooks({stop_terminated_run})(done)
+        started = plan.with_hooks(STOP_HOOKS)(**upstream_assets)
+        done = started.map(lambda go: pages.with_hooks(STOP_HOOKS)(go))
+        ended = barrier.with_hooks({stop_terminated_run})(done.collect())
         return {"result": ended.result, _check_output(key): getattr(ended, _check_output(key))}
 
     # the graph's inputs as keyword parameters, in the order of `upstream` (Dagster reads them from
