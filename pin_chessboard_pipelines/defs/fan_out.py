@@ -30,9 +30,10 @@ def start_workers(count: int, most: int, first: int = 0) -> Iterator[dg.DynamicO
         yield dg.DynamicOutput(None, mapping_key=str(index))
 
 
-def worker_index(context: dg.OpExecutionContext) -> int:
+def worker_index(context: dg.OpExecutionContext | dg.AssetExecutionContext) -> int:
     """The index of a mapped worker step, from its mapping key (0 for a step that is not mapped)."""
-    key = context.get_mapping_key()
+    op_context = context.op_execution_context if isinstance(context, dg.AssetExecutionContext) else context
+    key = op_context.get_mapping_key()
     return int(key) if key is not None else 0
 
 

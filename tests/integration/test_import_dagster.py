@@ -127,6 +127,34 @@ def test_one_run_over_all_partitions_is_one_unfiltered_import(env, engine, db_ur
 
 
 @pytest.mark.slow
+def test_a_run_lists_only_the_steps_it_ran(env, engine):
+    """Per stage: its plan, one page step per process of the run, its barrier; none skipped, so the
+    run's page shows no "Not executed" step."""
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(PARTITION, _developers())
+        result = import_job().execute_in_process(
+            instance=instance, run_config=_config(processes=2, workers=1), tags=_range_tags(_developers())
+        )
+        assert result.success
+        records = instance.all_logs(result.run_id)
+    steps = {r.step_key for r in records if r.step_key}
+    started = {r.step_key for r in records if r.dagster_event and r.dagster_event.is_step_start}
+    skipped = {r.step_key for r in records if r.dagster_event and r.dagster_event.is_step_skipped}
+    assert not skipped and steps == started
+    for stage in ENTITIES:
+        name = talent_config.asset_name(stage)
+        assert {s for s in steps if s.startswith(f"{name}.")} == {
+            f"{name}.{name}_plan",
+            f"{name}.{name}_pages[0]",
+            f"{name}.{name}_pages[1]",
+            f"{name}.{name}_barrier",
+        }
+    assert len(steps) == 4 * len(ENTITIES) + 1  # and the import_not_stuck check
+    [run] = _runs(engine)
+    assert run["status"] == "Completed"
+
+
+@pytest.mark.slow
 def _field(line: str, name: str) -> str:
     return line.split(f" {name}=", 1)[1].split(" ", 1)[0].strip("'\"")
 
@@ -515,8 +543,8 @@ def test_terminating_the_dagster_run_cancels_the_import_after_the_current_page(
         assert _page_states(engine)["Pending"] >= 1  # the page in flight, then nothing more
         [cancelled] = _runs(engine)
         assert cancelled["status"] == "Cancelled"
-        # "Re-execute from failure": the steps that did not start, the stage's barrier doing what its
-        # page step left; the same import run resumed and Completed
+        # "Re-execute from failure": the page step the terminate stopped, working the pages it left,
+        # and the steps that did not start; the same import run resumed and Completed
         resumed = dg.execute_job(
             dg.reconstructable(import_job),
             instance,
@@ -527,10 +555,20 @@ def test_terminating_the_dagster_run_cancels_the_import_after_the_current_page(
         assert resumed.success
         retried = {e.step_key for e in resumed.all_events if e.event_type_value == "STEP_SUCCESS"}
         assert "property_objects.property_objects_barrier" in retried
-        assert "property_objects.property_objects_pages_0" not in retried
+        assert "property_objects.property_objects_pages[0]" in retried
+        applied = [
+            r.user_message
+            for r in instance.all_logs(resumed.run_id)
+            if r.step_key == "property_objects.property_objects_pages[0]" and "applied" in r.user_message
+        ]
+        assert applied and "applied 0 page(s)" not in applied[0], applied  # the page step did the rest
     kinds = [e.event_type_value for e in result.all_events]
-    # a deliberate cancel: no retry of the page step, no failed step, the run CANCELED
-    assert "STEP_UP_FOR_RETRY" not in kinds and "STEP_FAILURE" not in kinds, kinds
+    # a deliberate cancel: no retry of the page step, which ends unfinished (so that a re-execution
+    # from failure starts it again), the run CANCELED
+    assert "STEP_UP_FOR_RETRY" not in kinds, kinds
+    assert [e.step_key for e in result.all_events if e.is_step_failure] == [
+        "property_objects.property_objects_pages[0]"
+    ]
     assert kinds[-1] == "PIPELINE_CANCELED"
     assert _page_states(engine) == {"Done": _page_states(engine)["Done"]}  # the resumed run did the rest
     [run] = _runs(engine)
