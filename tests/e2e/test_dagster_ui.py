@@ -202,9 +202,13 @@ def test_materialize_all_with_config_shows_progress_then_terminate_and_resume(ui
         )
         ui.gql.terminate_run(run_id)  # what the run page's Terminate button calls
         assert ui.gql.wait_for_run(run_id, timeout=180)["status"] == "CANCELED"
-        # a cancel, not a failure: the page step in flight stops, no retry of it, no failed step
-        kinds = [e["__typename"] for e in ui.gql.run_events(run_id)]
-        assert "ExecutionStepUpForRetryEvent" not in kinds and "ExecutionStepFailureEvent" not in kinds, kinds
+        # a cancel: the page step in flight stops, no retry of it; it ends unfinished, so that the
+        # re-execution from failure starts it again
+        events = ui.gql.run_events(run_id)
+        kinds = [e["__typename"] for e in events]
+        assert "ExecutionStepUpForRetryEvent" not in kinds, kinds
+        stopped = {e["stepKey"] for e in events if e["__typename"] == "ExecutionStepFailureEvent"}
+        assert stopped == {"property_objects.property_objects_pages[0]"}, stopped
         assert "RunCanceledEvent" in kinds
         assert any("stopped: the run was terminated" in m for m in ui.gql.run_messages(run_id))
         _open(page, ui, f"/runs/{run_id}")
@@ -235,12 +239,21 @@ def test_materialize_all_with_config_shows_progress_then_terminate_and_resume(ui
     )
     again = data["launchRunReexecution"]["run"]
     assert ui.gql.wait_for_run(again["runId"], timeout=240)["status"] == "SUCCESS", ui.stack.log_tail()
+    # the pages left are worked in the stopped page step, started again under its key
+    assert any(
+        m.startswith("propertyObject: this process") and "applied 0 page(s)" not in m
+        for m in _step_messages(ui, again["runId"], "property_objects.property_objects_pages[0]")
+    )
     [resumed] = ui.import_runs()  # the same import run, resumed
     assert resumed["id"] == started["id"] and resumed["status"] == "Completed"
     assert resumed["correlation_id"] == run_id and resumed["dagster_run_id"] == again["runId"]
     assert resumed["stage_counters"]["PropertyObjects"]["applied"] == dataset.count(SPEC, "property-objects")
 
     ui.terminated = (run_id, started["id"], again["runId"])
+
+
+def _step_messages(ui: Ui, run_id: str, step: str) -> list[str]:
+    return [e["message"] for e in ui.gql.run_events(run_id) if e.get("stepKey") == step]
 
 
 def _step_failures(ui: Ui, run_id: str) -> list[str]:
