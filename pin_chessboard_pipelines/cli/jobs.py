@@ -44,11 +44,13 @@ def run_job(
     op_name: str | Sequence[str],
     op_config: dict[str, Any],
     settings: Settings | None = None,
+    run_config: dict[str, Any] | None = None,
 ) -> int:
     """Runs the job on the instance with the job's executor; prints one JSON line
     {runId, status, **summary} (the op's `summary` metadata, or the error of its failure) and
     returns the exit code. Several op names: each gets `op_config`, all of them at once, and the
-    summary is theirs merged (`merge_summaries`).
+    summary is theirs merged (`merge_summaries`), every step of an op mapped over a dynamic output
+    counted. `run_config`: the run's config instead of that (its ops, its execution).
 
     Every job runs as the UI would launch it (`execute_as_launched`): with the code location's
     origin and the job's snapshot, so the run is listed under its job and on the timeline, and the
@@ -64,7 +66,9 @@ def run_job(
     from pin_chessboard_pipelines.definitions import build_definitions
 
     job = build_definitions().resolve_job_def(job_name)
-    run_config = {**CONSOLE_LOGGER, "ops": {name: {"config": op_config} for name in names}}
+    if run_config is None:
+        ops = {"ops": {name: {"config": op_config} for name in names}}
+        run_config = {**ops, **concurrent_steps_config(len(names), job.executor_def.name)}
     from pin_chessboard_pipelines.defs.singleton import NO_RUN_RETRIES
 
     # this process is the run worker: a killed command is run again, the daemon does not retry it
@@ -73,10 +77,10 @@ def run_job(
         result = execute_as_launched(
             instance,
             job_name,
-            run_config={**run_config, **concurrent_steps_config(len(names), job.executor_def.name)},
+            run_config={**CONSOLE_LOGGER, **run_config},
             tags=tags,
         )
-        summary = merge_summaries([op_summary(result, name) for name in names])
+        summary = merge_summaries([step for name in names for step in step_summaries(result, name)])
     status = "Completed" if result.success else "Failed"
     print(json.dumps({"runId": result.run_id, "status": status, **summary}, ensure_ascii=False, default=str))
     if result.success:
@@ -112,9 +116,17 @@ def merge_summaries(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def op_summary(result: Any, op_name: str) -> dict[str, Any]:
-    """The op's `summary` metadata, from its output or from its failure (with the error)."""
+def step_summaries(result: Any, op_name: str) -> list[dict[str, Any]]:
+    """The `summary` of each step of the op (several when it is mapped over a dynamic output)."""
+    by_step: dict[str, list[Any]] = {}
     for event in result.events_for_node(op_name):
+        by_step.setdefault(event.step_key, []).append(event)
+    return [_summary(events) for events in by_step.values()] or [{}]
+
+
+def _summary(events: Any) -> dict[str, Any]:
+    """A step's `summary` metadata, from its output or from its failure (with the error)."""
+    for event in events:
         if event.is_successful_output:
             metadata = event.step_output_data.metadata
             if "summary" in metadata:

@@ -71,11 +71,12 @@ def _print_json(value: dict[str, Any]) -> None:
 def _drain(args: argparse.Namespace) -> int:
     """The recalc job through the Dagster instance in DAGSTER_HOME, so the run shows in the UI."""
     from pin_chessboard_pipelines.cli.jobs import run_job
-    from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, drain_op_names
+    from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME, drain_op_names, drain_run_config
     from pin_chessboard_pipelines.settings import load_settings
 
-    steps = drain_op_names(load_settings().recalc_drains)
-    return run_job(JOB_NAME, steps, {"until_empty": bool(args.until_empty)})
+    drains = load_settings().recalc_drains
+    config = {"until_empty": bool(args.until_empty)}
+    return run_job(JOB_NAME, drain_op_names(drains), config, run_config=drain_run_config(drains, config))
 
 
 def _request(args: argparse.Namespace) -> int:

@@ -11,8 +11,6 @@ from typing import Any
 
 import dagster as dg
 
-from pin_chessboard_pipelines.defs.fan_out import OUTPUT_PREFIX
-
 
 class FirstLine(logging.Formatter):
     """One line per record."""
@@ -20,13 +18,6 @@ class FirstLine(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         lines = super().format(record).splitlines()
         return lines[0] if lines else ""
-
-
-def started_or_not_a_worker(record: logging.LogRecord) -> bool:
-    """False for Dagster's note that it skips a worker the run did not start (defs/fan_out.py): a
-    run of 2 drains would print 14 of them before its own lines. The event log keeps them."""
-    message = record.getMessage()
-    return not ("Skipping step" in message and f".{OUTPUT_PREFIX}" in message)
 
 
 @dg.logger(
@@ -41,7 +32,6 @@ def one_line_console(init_context: Any) -> logging.Logger:
     logger = logging.Logger(config["name"], level=logging.getLevelName(config["log_level"].upper()))
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(FirstLine("%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
-    handler.addFilter(started_or_not_a_worker)
     logger.addHandler(handler)
     return logger
 

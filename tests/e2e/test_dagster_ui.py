@@ -208,6 +208,8 @@ def test_materialize_all_with_config_shows_progress_then_terminate_and_resume(ui
         events = ui.gql.run_events(run_id)
         kinds = [e["__typename"] for e in events]
         assert "ExecutionStepUpForRetryEvent" not in kinds, kinds
+        only = {e["stepKey"] for e in events if e["__typename"] == "ExecutionStepFailureEvent"}
+        assert only == {"property_objects.property_objects_pages[0]"}, only
         assert "RunCanceledEvent" in kinds
         stopped = _step_failures(ui, run_id)
         assert stopped and all(s.startswith("cancelled: the run was stopped; ") for s in stopped), stopped
@@ -253,12 +255,21 @@ def test_materialize_all_with_config_shows_progress_then_terminate_and_resume(ui
     )
     again = data["launchRunReexecution"]["run"]
     assert ui.gql.wait_for_run(again["runId"], timeout=240)["status"] == "SUCCESS", ui.stack.log_tail()
+    # the pages left are worked in the stopped page step, started again under its key
+    assert any(
+        m.startswith("propertyObject: this process") and "applied 0 page(s)" not in m
+        for m in _step_messages(ui, again["runId"], "property_objects.property_objects_pages[0]")
+    )
     [resumed] = ui.import_runs()  # the same import run, resumed
     assert resumed["id"] == started["id"] and resumed["status"] == "Completed"
     assert resumed["correlation_id"] == run_id and resumed["dagster_run_id"] == again["runId"]
     assert resumed["stage_counters"]["PropertyObjects"]["applied"] == dataset.count(SPEC, "property-objects")
 
     ui.terminated = (run_id, started["id"], again["runId"])
+
+
+def _step_messages(ui: Ui, run_id: str, step: str) -> list[str]:
+    return [e["message"] for e in ui.gql.run_events(run_id) if e.get("stepKey") == step]
 
 
 def _step_failures(ui: Ui, run_id: str) -> list[str]:

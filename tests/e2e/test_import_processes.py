@@ -137,7 +137,7 @@ def test_one_import_on_three_processes_survives_a_killed_worker(stack: DagsterSt
     started = {
         e["stepKey"]
         for e in stack.graphql.run_events(run_id)
-        if (e.get("stepKey") or "").startswith("property_objects.property_objects_pages_")
+        if (e.get("stepKey") or "").startswith("property_objects.property_objects_pages[")
         and (e.get("message") or "").startswith("Started execution of step")
     }
     assert len(started) == PROCESSES, started  # the page steps beyond `processes` were skipped, not run
@@ -149,7 +149,7 @@ def _shows_the_page_steps(stack: DagsterStack, run_id: str) -> None:
     its logs, filtered by the run page's step filter (the log follows its end), end with its own end."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing: `make test` installs Debian's chromium")
-    step = "property_objects.property_objects_pages_2"
+    step = "property_objects.property_objects_pages[2]"
     with chromium_page(1600, 1000) as page:
         page.goto(f"{stack.webserver_url}/runs/{run_id}?logs=step:{step}", wait_until="domcontentloaded")
         try:

@@ -131,6 +131,34 @@ def test_one_run_over_all_partitions_is_one_unfiltered_import(env, engine, db_ur
 
 
 @pytest.mark.slow
+def test_a_run_lists_only_the_steps_it_ran(env, engine):
+    """Per stage: its plan, one page step per process of the run, its barrier; none skipped, so the
+    run's page shows no "Not executed" step."""
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(PARTITION, _developers())
+        result = import_job().execute_in_process(
+            instance=instance, run_config=_config(processes=2, workers=1), tags=_range_tags(_developers())
+        )
+        assert result.success
+        records = instance.all_logs(result.run_id)
+    steps = {r.step_key for r in records if r.step_key}
+    started = {r.step_key for r in records if r.dagster_event and r.dagster_event.is_step_start}
+    skipped = {r.step_key for r in records if r.dagster_event and r.dagster_event.is_step_skipped}
+    assert not skipped and steps == started
+    for stage in ENTITIES:
+        name = talent_config.asset_name(stage)
+        assert {s for s in steps if s.startswith(f"{name}.")} == {
+            f"{name}.{name}_plan",
+            f"{name}.{name}_pages[0]",
+            f"{name}.{name}_pages[1]",
+            f"{name}.{name}_barrier",
+        }
+    assert len(steps) == 4 * len(ENTITIES) + 1  # and the import_not_stuck check
+    [run] = _runs(engine)
+    assert run["status"] == "Completed"
+
+
+@pytest.mark.slow
 def _field(line: str, name: str) -> str:
     return line.split(f" {name}=", 1)[1].split(" ", 1)[0].strip("'\"")
 
@@ -255,7 +283,7 @@ def test_re_execute_from_failure_resumes_the_same_import_run(env, engine, monkey
         # only the failed stage's steps ran again (its page step and barrier), resuming the same import
         # run, and the check downstream of it
         assert {e.step_key for e in second.all_events if e.event_type_value == "STEP_SUCCESS"} == {
-            "property_objects.property_objects_pages_0",
+            "property_objects.property_objects_pages[0]",
             "property_objects.property_objects_barrier",
             "property_objects_import_not_stuck",
         }
@@ -543,8 +571,8 @@ def test_terminating_the_dagster_run_cancels_the_import_after_the_current_page(
         assert _page_states(engine)["Pending"] >= 1  # the page in flight, then nothing more
         [cancelled] = _runs(engine)
         assert cancelled["status"] == "Cancelled"
-        # "Re-execute from failure": the steps that did not start, the stage's barrier doing what its
-        # page step left; the same import run resumed and Completed
+        # "Re-execute from failure": the page step the terminate stopped, working the pages it left,
+        # and the steps that did not start; the same import run resumed and Completed
         resumed = dg.execute_job(
             dg.reconstructable(import_job),
             instance,
@@ -555,19 +583,23 @@ def test_terminating_the_dagster_run_cancels_the_import_after_the_current_page(
         assert resumed.success
         retried = {e.step_key for e in resumed.all_events if e.event_type_value == "STEP_SUCCESS"}
         # the stopped page step again (it works the pages it left), then the stage's barrier
-        assert {
-            "property_objects.property_objects_pages_0",
-            "property_objects.property_objects_barrier",
-        } <= retried
+        assert "property_objects.property_objects_barrier" in retried
+        assert "property_objects.property_objects_pages[0]" in retried
+        applied = [
+            r.user_message
+            for r in instance.all_logs(resumed.run_id)
+            if r.step_key == "property_objects.property_objects_pages[0]" and "applied" in r.user_message
+        ]
+        assert applied and "applied 0 page(s)" not in applied[0], applied  # the page step did the rest
     kinds = [e.event_type_value for e in result.all_events]
     # a deliberate cancel: no retry of the page step; the step it stopped is not a success but a
     # failure of one `cancelled:` line; the run CANCELED with no error (no interrupt's stack trace)
     assert "STEP_UP_FOR_RETRY" not in kinds, kinds
     [stopped] = [e for e in result.all_events if e.is_step_failure]
-    assert stopped.step_key == "property_objects.property_objects_pages_0"
+    assert stopped.step_key == "property_objects.property_objects_pages[0]"
     line = stopped.step_failure_data.user_failure_data.description
     assert line.startswith("cancelled: the run was stopped; ") and "\n" not in line, line
-    assert "property_objects.property_objects_pages_0" not in {
+    assert "property_objects.property_objects_pages[0]" not in {
         e.step_key for e in result.all_events if e.event_type_value == "STEP_SUCCESS"
     }
     assert kinds[-1] == "PIPELINE_CANCELED"

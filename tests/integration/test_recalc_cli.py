@@ -143,7 +143,7 @@ def test_drain_on_the_multiprocess_executor_runs_each_drain_in_a_process_of_its_
             and record.dagster_event.is_step_start
             and record.dagster_event.step_key != "start_drains"
         ]
-    assert sorted(e.step_key for e in starts) == ["drain_0", "drain_1"]
+    assert sorted(e.step_key for e in starts) == ["drain[1]", "drain_0"]
     pids = {e.pid for e in starts}
     assert len(pids) == 2 and os.getpid() not in pids  # two processes, neither this one
 

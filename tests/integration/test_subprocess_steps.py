@@ -99,8 +99,8 @@ def test_an_import_stage_runs_its_page_steps_in_processes_of_their_own(
         )
         pids = step_pids(instance, result.run_id)
     assert result.success
-    pages = [s for s in pids if s.startswith("projects.projects_pages_")]
-    assert sorted(pages) == [f"projects.projects_pages_{i}" for i in range(2)]
+    pages = [s for s in pids if s.startswith("projects.projects_pages[")]
+    assert sorted(pages) == [f"projects.projects_pages[{i}]" for i in range(2)]
     assert {s.split(".")[0] for s in pids} == {"developers", "projects"}
     assert len(set(pids.values())) == len(pids) and os.getpid() not in pids.values()
     with engine.connect() as conn:

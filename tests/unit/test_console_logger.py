@@ -1,4 +1,4 @@
-"""The jobs' console logger: one line per event, and no note for a worker the run did not start."""
+"""The jobs' console logger: one line per event; a run holds the workers it starts and no other."""
 
 from __future__ import annotations
 
@@ -10,32 +10,30 @@ import textwrap
 SCRIPT = textwrap.dedent(
     """
     import dagster as dg
-    from pin_chessboard_pipelines.defs.fan_out import start_workers, worker_outputs
+    from pin_chessboard_pipelines.defs.fan_out import start_workers, worker_index, worker_out
     from pin_chessboard_pipelines.cli.jobs import CONSOLE_LOGGER
     from pin_chessboard_pipelines.defs.loggers import LOGGERS
 
-    @dg.op(out=worker_outputs(3))
+    @dg.op(out=worker_out("one per worker"))
     def plan():
         yield from start_workers(1, 3)
 
-    def worker(index):
-        @dg.op(name=f"worker_{index}", ins={"start": dg.In(dg.Nothing)})
-        def _worker(context):
-            context.log.info(f"worker {index} ran")
-            if index == 0:
-                raise RuntimeError("first line of the failure\\nsecond line")
-        return _worker
+    @dg.op(ins={"start": dg.In(dg.Nothing)})
+    def worker(context):
+        index = worker_index(context)
+        context.log.info(f"worker {index} ran")
+        if index == 0:
+            raise RuntimeError("first line of the failure\\nsecond line")
 
     @dg.job(logger_defs=LOGGERS)
     def fan():
-        starts = plan()
-        for index in range(3):
-            worker(index)(start=starts[index])
+        plan().map(worker)
 
     with dg.instance_for_test() as instance:
         result = fan.execute_in_process(run_config=CONSOLE_LOGGER, instance=instance, raise_on_error=False)
+    started = sorted(e.step_key for e in result.all_events if e.event_type_value == "STEP_START")
     skipped = sorted(e.step_key for e in result.all_events if e.event_type_value == "STEP_SKIPPED")
-    print(",".join(skipped))
+    print(",".join(started) + "|" + ",".join(skipped))
     """
 )
 
@@ -46,7 +44,7 @@ SCRIPT = textwrap.dedent(
 TAIL_WAIT = {"DAGSTER_COMPUTE_LOG_TAIL_WAIT_AFTER_FINISH": "2"}
 
 
-def test_unstarted_workers_are_skipped_silently_and_a_failure_is_one_line():
+def test_a_run_holds_only_the_workers_it_starts_and_a_failure_is_one_line():
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT],
         capture_output=True,
@@ -54,7 +52,7 @@ def test_unstarted_workers_are_skipped_silently_and_a_failure_is_one_line():
         timeout=120,
         env={**os.environ, **TAIL_WAIT},
     )
-    assert done.stdout.strip() == "worker_1,worker_2", done.stderr  # Dagster did skip them
+    assert done.stdout.strip() == "plan,worker[0]|", done.stderr  # one worker started, none skipped
     assert "worker 0 ran" in done.stderr
     assert "Skipping step" not in done.stderr, done.stderr
     assert "STEP_FAILURE" in done.stderr and "RUN_FAILURE" in done.stderr

@@ -2,9 +2,10 @@
 that make drift and poison rows visible on the `chessboard_aggregates` asset.
 
 Thin shells over recalc/: the loop is `recalc.drain_slot.drain_until` (a run polls the queue for one time
-slot, `recalc.drain_timing`), the audit `recalc.audit.audit`. The job holds 16
-drain steps (`drain_0` ..); a run starts CHESSBOARD_RECALC_DRAINS of them (defs/fan_out.py), each
-claims its own rows.
+slot, `recalc.drain_timing`), the audit `recalc.audit.audit`. A run's first drain step, `drain_0`,
+starts with the run; beside it `start_drains` starts the others when the run asks for more than one
+(CHESSBOARD_RECALC_DRAINS): `drain[1]` .. (a dynamic output each, defs/fan_out.py). Each claims its
+own rows.
 """
 
 import json
@@ -17,7 +18,12 @@ import dagster as dg
 from pydantic import Field
 
 from pin_chessboard_pipelines import entities
-from pin_chessboard_pipelines.defs.fan_out import concurrent_steps_config, start_workers, worker_outputs
+from pin_chessboard_pipelines.defs.fan_out import (
+    concurrent_steps_config,
+    start_workers,
+    worker_out,
+    worker_step_key,
+)
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import IN_PROGRESS, NO_RUN_RETRIES, graceful_interrupts
 from pin_chessboard_pipelines.errors import RECALC_POISON
@@ -37,8 +43,9 @@ from pin_chessboard_pipelines.settings import load_settings
 from pin_chessboard_pipelines.stopper import StopReason
 
 JOB_NAME = "project_aggregates_recalc"
-OP_PREFIX = "drain_"  # the drain steps: drain_0 .. drain_{N-1}
-START_OP = "start_drains"  # the run's first step: starts N of the DRAINS_MAX drain steps
+FIRST_DRAIN = "drain_0"  # the run's first drain step, started with the run
+MORE_DRAINS = "drain"  # the op of the other drain steps: drain[1] .. drain[N-1]
+START_OP = "start_drains"  # beside drain_0: starts drain[1] .. drain[N-1]
 DRAINS_MAX = 16  # CHESSBOARD_RECALC_DRAINS' upper bound (settings.py)
 SENSOR_NAME = "project_aggregates_recalc_sensor"
 AUDIT_JOB_NAME = "chessboard_aggregates_audit"
@@ -136,8 +143,14 @@ def _poison_metadata(rows: list[dict]) -> dict[str, dg.MetadataValue]:
 
 
 def drain_op_names(drains: int) -> list[str]:
-    """The drain steps of a recalc run: drain_0 .. drain_{drains-1} (CHESSBOARD_RECALC_DRAINS)."""
-    return [f"{OP_PREFIX}{index}" for index in range(drains)]
+    """The ops whose steps drain in a run of `drains` drains: drain_0, and the op mapped for the
+    others when there are (CHESSBOARD_RECALC_DRAINS)."""
+    return [FIRST_DRAIN, *([MORE_DRAINS] if drains > 1 else [])]
+
+
+def drain_step_keys(drains: int) -> list[str]:
+    """The drain steps of a run of `drains` drains: drain_0, drain[1] .. drain[drains-1]."""
+    return [FIRST_DRAIN, *(worker_step_key(MORE_DRAINS, index) for index in range(1, drains))]
 
 
 def drain_run_config(drains: int, config: dict[str, Any]) -> dict[str, Any]:
@@ -145,7 +158,8 @@ def drain_run_config(drains: int, config: dict[str, Any]) -> dict[str, Any]:
     return {
         "ops": {
             START_OP: {"config": {"drains": drains}},
-            **{name: {"config": config} for name in drain_op_names(drains)},
+            FIRST_DRAIN: {"config": config},
+            MORE_DRAINS: {"config": config},
         },
         **concurrent_steps_config(drains),
     }
@@ -156,22 +170,25 @@ class DrainStartConfig(dg.Config):
         default=None,
         ge=1,
         le=DRAINS_MAX,
-        description="How many drain steps this run starts (the others are skipped); null: "
+        description="How many drain steps this run has, drain_0 among them; null: "
         "CHESSBOARD_RECALC_DRAINS when the run starts.",
     )
 
 
 @dg.op(
     name=START_OP,
-    out=worker_outputs(DRAINS_MAX),
-    description="Starts the run's drain steps: as many as its config or CHESSBOARD_RECALC_DRAINS says.",
+    out=worker_out("One per drain step after drain_0"),
+    description="Starts the run's drain steps after drain_0 (which starts with the run): as many "
+    "as its config or CHESSBOARD_RECALC_DRAINS says, less one; none for one drain.",
 )
 def start_drains(config: DrainStartConfig):
-    yield from start_workers(config.drains or load_settings().recalc_drains, DRAINS_MAX)
+    yield from start_workers(config.drains or load_settings().recalc_drains, DRAINS_MAX, first=1)
 
 
 def _drain_step(name: str, *, reports_poison: bool) -> dg.OpDefinition:
-    @dg.op(name=name, ins={"go": dg.In(dg.Nothing)}, out=dg.Out(dg.Nothing))
+    ins = {} if reports_poison else {"go": dg.In(dg.Nothing)}
+
+    @dg.op(name=name, ins=ins, out=dg.Out(dg.Nothing))
     def drain_step(
         context: dg.OpExecutionContext, config: RecalcDrainConfig, chessboard: ChessboardResource
     ) -> dg.Output:
@@ -254,11 +271,13 @@ def _report(
 
 
 def recalc_job(resource_defs: dict[str, Any] | None = None) -> dg.JobDefinition:
-    """The drain job: DRAINS_MAX drain steps of which a run starts CHESSBOARD_RECALC_DRAINS (or its
-    config's `drains`), the fan-out of defs/fan_out.py. Steps of one run, so the run count per hour
-    stays the slot's (docs/project-aggregates-recalc.md#drain); the executor (the definitions' own)
-    decides whether they run as threads of one process or OS processes."""
-    steps = [_drain_step(name, reports_poison=i == 0) for i, name in enumerate(drain_op_names(DRAINS_MAX))]
+    """The drain job: `drain_0`, started with the run (it reports the poison check), and the drain
+    steps `start_drains` starts beside it when the run asks for more than one (CHESSBOARD_RECALC_DRAINS
+    or its config's `drains`), the fan-out of defs/fan_out.py. Steps of one run, so the run count per
+    hour stays the slot's (docs/project-aggregates-recalc.md#drain); the executor (the definitions'
+    own) decides whether they run one after another in one process or in OS processes at once."""
+    first = _drain_step(FIRST_DRAIN, reports_poison=True)
+    more = _drain_step(MORE_DRAINS, reports_poison=False)
 
     @dg.job(
         name=JOB_NAME,
@@ -268,9 +287,8 @@ def recalc_job(resource_defs: dict[str, Any] | None = None) -> dg.JobDefinition:
         resource_defs=resource_defs,
     )
     def project_aggregates_recalc() -> None:
-        started = start_drains()
-        for index, step in enumerate(steps):
-            step(started[index])
+        first()
+        start_drains().map(more)
 
     return project_aggregates_recalc
 

@@ -5,9 +5,10 @@ DynamicPartitionsDefinition keyed by Talent developer id; the dependency edges a
 barriers. Materializing one partition re-syncs one developer (DeveloperIdFilter); a run over all
 partitions (single-run backfill) lists the source without a developer filter.
 
-Each stage is a graph of steps: `<stage>_plan` -> `<stage>_pages_0..15` -> `<stage>_barrier`; the
-first `processes` page steps run (in OS processes or pods with the multiprocess or k8s executor),
-the others are skipped. Every step rebuilds its session from the database.
+Each stage is a graph of steps: `<stage>_plan` -> `<stage>_pages[0]` .. `<stage>_pages[P-1]` ->
+`<stage>_barrier`: the plan starts one page step per process the run asks for (`processes`, a
+dynamic output each, defs/fan_out.py), in OS processes or pods with the multiprocess or k8s
+executor; a run holds no other. Every step rebuilds its session from the database.
 """
 
 import inspect
@@ -18,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
-from pin_chessboard_pipelines.defs.fan_out import start_workers, worker_outputs
+from pin_chessboard_pipelines.defs.fan_out import start_workers, worker_index, worker_out
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import graceful_interrupts
 from pin_chessboard_pipelines.defs.talent_import.checks import quarantine_check
@@ -178,8 +179,8 @@ def _plan(
     config: TalentImportConfig,
 ):
     """The stage's first step: the import run joined (started or resumed by the run's first step),
-    then one output per process that works on the stage; the workers beyond `processes` are skipped.
-    On a terminate it fails with its one `cancelled:` line, no output: nothing downstream starts,
+    then one dynamic output per process that works on the stage, each starting a page step. On a
+    terminate it fails with its one `cancelled:` line and starts none: nothing downstream starts,
     and "Re-execute from failure" runs it again (it joins the resumed import run)."""
     if _terminated(context.instance, context.run.run_id):
         raise _cancelled(f"{stage.name}: {NOT_STARTED}")
@@ -226,7 +227,7 @@ def _work(
     When the Dagster run is terminated the import run ends Cancelled (first process to see it) and
     the step fails with one `cancelled:` line, not a retry: an interrupt must not reach the step's
     retry policy, which would start the step again as attempts 2-4 of a failure
-    (docs/talent-initial-import.md#terminate). The run that resumes the import runs it again."""
+    (docs/talent-initial-import.md#terminate). The run that resumes the import runs the same page step again."""
     if _terminated(context.instance, context.run.run_id):
         # a step started after the terminate, or a retry of one it interrupted
         raise _cancelled(f"{stage.name}: {NOT_STARTED}")
@@ -340,9 +341,10 @@ TALENT_SOURCES = [_talent_source(stage) for stage in ENTITIES]
 
 
 def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
-    """A graph-backed asset: plan -> PROCESSES_MAX page-worker ops (those beyond `processes` are
-    skipped) -> barrier, with Nothing edges only (no value crosses an IO manager). The executor runs
-    the workers in one process (in_process), in OS processes (multiprocess) or in pods (k8s)."""
+    """A graph-backed asset: plan -> the page-worker op mapped over the plan's dynamic output (one
+    step per process of the run) -> barrier, collecting them, with Nothing edges only (no value
+    crosses an IO manager). The executor runs the page steps in one process (in_process), in OS
+    processes (multiprocess) or in pods (k8s)."""
     key = ASSET_KEYS[stage.stage]
     name = asset_name(stage)
     op_tags = {"pin/stage": stage.stage}
@@ -351,37 +353,33 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
     @dg.op(
         name=f"{name}_plan",
         ins=upstream,
-        out=worker_outputs(PROCESSES_MAX),
+        out=worker_out(f"One per process of stage {stage.stage}: starts its page step"),
         pool=POOL,
         tags=op_tags,
-        description=f"Joins (or starts/resumes) the import run; one output per process of stage {stage.stage}",
+        description=f"Joins (or starts/resumes) the import run; starts a page step per process of stage {stage.stage}",
     )
     def plan(
         context: dg.AssetExecutionContext, chessboard: ChessboardResource, talent_import: TalentImportConfig
     ):
         yield from _plan(stage, context, chessboard, talent_import)
 
-    def worker(index: int) -> dg.OpDefinition:
-        @dg.op(
-            name=f"{name}_pages_{index}",
-            ins={"go": dg.In(dg.Nothing)},
-            out=dg.Out(dg.Nothing),
-            pool=POOL,
-            tags=op_tags,
-            # a worker whose process died (SIGKILL, an evicted pod) starts again and rejoins the stage
-            retry_policy=dg.RetryPolicy(max_retries=WORKER_RETRIES, delay=1),
-            description=f"Page workers of stage {stage.stage}, process {index}: claim, read, apply",
-        )
-        def pages(
-            context: dg.AssetExecutionContext,
-            chessboard: ChessboardResource,
-            talent_import: TalentImportConfig,
-        ) -> None:
-            _work(stage, index, context, chessboard, talent_import)
-
-        return pages
-
-    workers = [worker(i) for i in range(PROCESSES_MAX)]
+    @dg.op(
+        name=f"{name}_pages",
+        ins={"go": dg.In(dg.Nothing)},
+        out=dg.Out(dg.Nothing),
+        pool=POOL,
+        tags=op_tags,
+        # a worker whose process died (SIGKILL, an evicted pod) starts again and rejoins the stage
+        retry_policy=dg.RetryPolicy(max_retries=WORKER_RETRIES, delay=1),
+        description=f"Page workers of stage {stage.stage}, one process (the step key's [index]): "
+        "claim, read, apply",
+    )
+    def pages(
+        context: dg.AssetExecutionContext,
+        chessboard: ChessboardResource,
+        talent_import: TalentImportConfig,
+    ) -> None:
+        _work(stage, worker_index(context), context, chessboard, talent_import)
 
     @dg.op(
         name=f"{name}_barrier",
@@ -398,8 +396,8 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
 
     def compose(**upstream_assets):
         started = plan(**upstream_assets)
-        done = [workers[i](started[i]) for i in range(PROCESSES_MAX)]
-        ended = barrier(done)
+        done = started.map(lambda go: pages(go))
+        ended = barrier(done.collect())
         return {"result": ended.result, _check_output(key): getattr(ended, _check_output(key))}
 
     # the graph's inputs as keyword parameters, in the order of `upstream` (Dagster reads them from
