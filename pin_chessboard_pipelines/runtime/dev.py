@@ -73,7 +73,7 @@ class Stack:
         for stop in reversed(self.on_stop):
             try:
                 stop()
-            except Exception as error:  # noqa: BLE001
+            except Exception as error:  # noqa: BLE001 - the other stop callbacks must still run
                 say(f"stopping: {type(error).__name__}: {error}")
 
     @staticmethod
