@@ -340,15 +340,14 @@ def _talent_source(stage: Entity) -> dg.AssetSpec:
 TALENT_SOURCES = [_talent_source(stage) for stage in ENTITIES]
 
 
-def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
-    """A graph-backed asset: plan -> the page-worker op mapped over the plan's dynamic output (one
-    step per process of the run) -> barrier, collecting them, with Nothing edges only (no value
-    crosses an IO manager). The executor runs the page steps in one process (in_process), in OS
-    processes (multiprocess) or in pods (k8s)."""
+def _stage_ops(
+    stage: Entity, upstream: dict[str, dg.In]
+) -> tuple[dg.OpDefinition, dg.OpDefinition, dg.OpDefinition]:
+    """The stage's three ops: its plan, its page-worker op (mapped: one step per process) and its
+    barrier."""
     key = ASSET_KEYS[stage.stage]
     name = asset_name(stage)
     op_tags = {"pin/stage": stage.stage}
-    upstream = {"talent": dg.In(dg.Nothing), **({"parent": dg.In(dg.Nothing)} if parent else {})}
 
     @dg.op(
         name=f"{name}_plan",
@@ -393,6 +392,19 @@ def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, chessboard: ChessboardResource, talent_import: TalentImportConfig
     ):
         yield from _barrier(stage, context, chessboard, talent_import)
+
+    return plan, pages, barrier
+
+
+def _stage_asset(stage: Entity, parent: Entity | None) -> dg.AssetsDefinition:
+    """A graph-backed asset: plan -> the page-worker op mapped over the plan's dynamic output (one
+    step per process of the run) -> barrier, collecting them, with Nothing edges only (no value
+    crosses an IO manager). The executor runs the page steps in one process (in_process), in OS
+    processes (multiprocess) or in pods (k8s)."""
+    key = ASSET_KEYS[stage.stage]
+    name = asset_name(stage)
+    upstream = {"talent": dg.In(dg.Nothing), **({"parent": dg.In(dg.Nothing)} if parent else {})}
+    plan, pages, barrier = _stage_ops(stage, upstream)
 
     def compose(**upstream_assets):
         started = plan(**upstream_assets)
