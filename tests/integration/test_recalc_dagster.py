@@ -11,13 +11,10 @@ import time
 import dagster as dg
 import sqlalchemy as sa
 
+from pin_chessboard_pipelines.defs.recalc.checks import AGGREGATES, AUDIT_CHECK, AUDIT_JOB_NAME, POISON_CHECK
 from pin_chessboard_pipelines.defs.recalc.definitions import (
-    AGGREGATES,
-    AUDIT_CHECK,
-    AUDIT_JOB_NAME,
     DRAIN_TAG,
     JOB_NAME,
-    POISON_CHECK,
     UNTIL_TAG,
     definitions,
     drain_run_config,

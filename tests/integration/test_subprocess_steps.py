@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
-from pin_chessboard_pipelines.defs.recalc.definitions import AUDIT_CHECK, AUDIT_JOB_NAME, POISON_CHECK
+from pin_chessboard_pipelines.defs.recalc.checks import AUDIT_CHECK, AUDIT_JOB_NAME, POISON_CHECK
 from pin_chessboard_pipelines.recalc.drain import drain
 from tests.support.polling import wait_until
 from tests.support.recalc_data import StoreBuilder, standard_project

@@ -61,7 +61,7 @@ def test_the_inventory_asset_is_daily_in_the_analytics_group_after_the_aggregate
 
 def test_a_stage_partition_lists_its_developers_figures_first_and_every_key_has_one_description():
     from pin_chessboard_pipelines.defs.metadata import METADATA_KEY_DESCRIPTIONS
-    from pin_chessboard_pipelines.defs.talent_import.assets import partition_metadata
+    from pin_chessboard_pipelines.defs.talent_import.stage_metadata import partition_metadata
     from pin_chessboard_pipelines.entities import DEVELOPER, pin_id
     from pin_chessboard_pipelines.talent_import.result import StageCounters
 

@@ -17,19 +17,26 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.defs.fan_out import (
     concurrent_steps_config,
     start_workers,
     worker_out,
     worker_step_key,
 )
+from pin_chessboard_pipelines.defs.recalc.checks import (
+    AGGREGATES,
+    aggregates_audit_check,
+    audit_evaluation,
+    chessboard_aggregates_audit,
+    chessboard_aggregates_audit_schedule,
+    poison_evaluation,
+    poison_rows_check,
+)
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import IN_PROGRESS, NO_RUN_RETRIES, graceful_interrupts
 from pin_chessboard_pipelines.errors import RECALC_POISON
 from pin_chessboard_pipelines.observability import metrics
 from pin_chessboard_pipelines.observability.logs import log_event
-from pin_chessboard_pipelines.recalc.audit import audit, drift
 from pin_chessboard_pipelines.recalc.drain import REPUBLISHED, DrainResult, drain, store_policy
 from pin_chessboard_pipelines.recalc.drain_slot import drain_until
 from pin_chessboard_pipelines.recalc.drain_timing import (
@@ -48,7 +55,6 @@ MORE_DRAINS = "drain"  # the op of the other drain steps: drain[1] .. drain[N-1]
 START_OP = "start_drains"  # beside drain_0: starts drain[1] .. drain[N-1]
 DRAINS_MAX = 16  # CHESSBOARD_RECALC_DRAINS' upper bound (settings.py)
 SENSOR_NAME = "project_aggregates_recalc_sensor"
-AUDIT_JOB_NAME = "chessboard_aggregates_audit"
 SINGLETON_VALUE = "recalc-drain"
 # dagster.yaml lets two runs with this tag run at once: the live drain and its successor.
 DRAIN_TAG = "pin/recalc-drain"
@@ -60,23 +66,6 @@ TICK_SECONDS = (
 DEFAULT_TIME_BUDGET_SECONDS = 25.0  # a tick takes < 30 s (docs/project-aggregates-recalc.md#drain)
 # run monitoring fails a drain run that outlives its slot by this much (its worker is gone)
 MAX_RUNTIME_GRACE_SECONDS = 300
-
-AGGREGATES = dg.AssetSpec(
-    "chessboard_aggregates",
-    description=(
-        "Denormalized aggregates of projects, buildings, layouts and layout groups in the chessboard "
-        "store, kept by the project-aggregates-recalc drain (docs/project-aggregates-recalc.md). "
-        "Every drain that recalculated projects records a materialization: projects recalculated, "
-        "failed, skipped (archived) and poisoned, events republished, duration and rate."
-    ),
-    group_name="recalc",
-    kinds={"postgres"},
-    owners=["team:pin-platform-core"],
-    # the replica rows every recalc reads (the import and talent-sync write them)
-    deps=[entity.asset for entity in entities.ENTITIES],
-)
-AUDIT_CHECK = "aggregates_match_formulas"
-POISON_CHECK = "no_poison_recalc_rows"
 
 
 class RecalcDrainConfig(dg.Config):
@@ -112,33 +101,6 @@ def _metadata(result: DrainResult) -> dict[str, dg.MetadataValue]:
         "projects_per_second": dg.MetadataValue.float(round(result.projects_per_second, 1)),
         "stopped": dg.MetadataValue.text(result.stopped.value),
         "summary": dg.MetadataValue.json(summary),
-    }
-
-
-def _poison_evaluation(rows: list[dict]) -> dg.AssetCheckEvaluation:
-    return dg.AssetCheckEvaluation(
-        asset_key=AGGREGATES.key,
-        check_name=POISON_CHECK,
-        passed=not rows,
-        severity=dg.AssetCheckSeverity.ERROR,
-        description=None if not rows else f"{RECALC_POISON}: {len(rows)} recalc row(s) kept for the runbook",
-        metadata=_poison_metadata(rows),
-    )
-
-
-def _poison_metadata(rows: list[dict]) -> dict[str, dg.MetadataValue]:
-    return {
-        "poison_rows": dg.MetadataValue.int(len(rows)),
-        "rows": dg.MetadataValue.json(
-            [
-                {
-                    "projectId": str(row["project_id"]),
-                    "attemptCount": row["attempt_count"],
-                    "lastError": row["last_error"],
-                }
-                for row in rows[:50]
-            ]
-        ),
     }
 
 
@@ -262,12 +224,12 @@ def _report(
         with chessboard.engine.connect() as conn:
             poison = poison_rows(conn, chessboard.settings.recalc_poison_attempts)
         # log_event accepts check evaluations at run time; its annotation lags behind
-        context.log_event(_poison_evaluation(poison))  # type: ignore[arg-type]
+        context.log_event(poison_evaluation(poison))  # type: ignore[arg-type]
     if result.processed or result.failed:
         context.log_event(dg.AssetMaterialization(asset_key=AGGREGATES.key, metadata=_metadata(result)))
         # the audit check is evaluated with each materialization (same run: the UI shows it on it)
         with chessboard.engine.connect() as conn:
-            context.log_event(_audit_evaluation(conn))  # type: ignore[arg-type]
+            context.log_event(audit_evaluation(conn))  # type: ignore[arg-type]
 
 
 def recalc_job(resource_defs: dict[str, Any] | None = None) -> dg.JobDefinition:
@@ -376,76 +338,6 @@ def until_of(tag: str) -> float:
         return float(tag)
     except ValueError:
         return datetime.fromisoformat(tag).timestamp()
-
-
-def _as_result(evaluation: dg.AssetCheckEvaluation) -> dg.AssetCheckResult:
-    """A check's evaluation as the result its asset check function returns."""
-    return dg.AssetCheckResult(
-        passed=evaluation.passed,
-        severity=evaluation.severity,
-        description=evaluation.description,
-        metadata=evaluation.metadata,
-    )
-
-
-@dg.asset_check(
-    asset=AGGREGATES.key,
-    name=AUDIT_CHECK,
-    description="Stored aggregates equal count/min/max over property objects and layouts (0 divergences).",
-)
-def aggregates_audit_check(chessboard: ChessboardResource) -> dg.AssetCheckResult:
-    """The hourly audit; each drain that materializes the aggregates evaluates it too."""
-    with chessboard.engine.connect() as conn:
-        evaluation = _audit_evaluation(conn)
-    return _as_result(evaluation)
-
-
-def _audit_evaluation(conn: Any) -> dg.AssetCheckEvaluation:
-    found = audit(conn)
-    # a project with a pending recalc row is not drift (docs/project-aggregates-recalc.md#audit)
-    divergences = drift(found)
-    by_entity: dict[str, int] = {}
-    for d in divergences:
-        by_entity[d.entity] = by_entity.get(d.entity, 0) + 1
-    return dg.AssetCheckEvaluation(
-        asset_key=AGGREGATES.key,
-        check_name=AUDIT_CHECK,
-        passed=not divergences,
-        severity=dg.AssetCheckSeverity.ERROR,
-        description=None if not divergences else f"{len(divergences)} divergence(s)",
-        metadata={
-            "divergences": dg.MetadataValue.int(len(divergences)),
-            "pending": dg.MetadataValue.int(len(found) - len(divergences)),
-            "projects_with_divergences": dg.MetadataValue.int(len({d.project_id for d in divergences})),
-            "by_entity": dg.MetadataValue.json(by_entity),
-            "sample": dg.MetadataValue.json([d.as_dict() for d in divergences[:50]]),
-        },
-    )
-
-
-@dg.asset_check(
-    asset=AGGREGATES.key,
-    name=POISON_CHECK,
-    description=f"{RECALC_POISON}: no recalc row has reached the poison AttemptCount.",
-)
-def poison_rows_check(chessboard: ChessboardResource) -> dg.AssetCheckResult:
-    with chessboard.engine.connect() as conn:
-        rows = poison_rows(conn, chessboard.settings.recalc_poison_attempts)
-    return _as_result(_poison_evaluation(rows))
-
-
-chessboard_aggregates_audit = dg.define_asset_job(
-    AUDIT_JOB_NAME,
-    selection=dg.AssetSelection.checks_for_assets(AGGREGATES.key),
-    description="Runs the audit and poison checks of the recalc aggregates.",
-)
-
-chessboard_aggregates_audit_schedule = dg.ScheduleDefinition(
-    name="chessboard_aggregates_audit_hourly",
-    job=chessboard_aggregates_audit,
-    cron_schedule="17 * * * *",
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-)
 
 
 def definitions() -> dg.Definitions:

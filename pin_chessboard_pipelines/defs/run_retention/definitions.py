@@ -13,7 +13,7 @@ from pydantic import Field
 
 from pin_chessboard_pipelines.defs.handbook_sync.definitions import JOB_NAME as HANDBOOK_SYNC_JOB
 from pin_chessboard_pipelines.defs.outbox.definitions import JOB_NAME as RELAY_JOB
-from pin_chessboard_pipelines.defs.recalc.definitions import AUDIT_JOB_NAME
+from pin_chessboard_pipelines.defs.recalc.checks import AUDIT_JOB_NAME
 from pin_chessboard_pipelines.defs.recalc.definitions import JOB_NAME as RECALC_JOB
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_sync.definitions import JOB_NAME as SYNC_JOB
