@@ -208,8 +208,6 @@ def test_materialize_all_with_config_shows_progress_then_terminate_and_resume(ui
         events = ui.gql.run_events(run_id)
         kinds = [e["__typename"] for e in events]
         assert "ExecutionStepUpForRetryEvent" not in kinds, kinds
-        only = {e["stepKey"] for e in events if e["__typename"] == "ExecutionStepFailureEvent"}
-        assert only == {"property_objects.property_objects_pages[0]"}, only
         assert "RunCanceledEvent" in kinds
         stopped = _step_failures(ui, run_id)
         assert stopped and all(s.startswith("cancelled: the run was stopped; ") for s in stopped), stopped
