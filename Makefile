@@ -1,12 +1,13 @@
 # Two commands: `make demo` (the import and the recalc on embedded defaults, UI left up) and
-# `make test` (the Debian packages the suite needs, lint, types, import layers, the suite). Both
+# `make test` (the Debian packages the suite needs, lint, types, import layers, the suite; `make
+# test-long` the tests of minutes, CI runs both). They
 # install into .venv first when needed: the pinned set of requirements.lock, then the project.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-packages demo test faults newest-dagster image image-tests lint bench lock check-fresh clean
+.PHONY: install system-packages demo test test-long faults newest-dagster image image-tests lint bench lock check-fresh clean
 
 # The stock pip of `python3.11 -m venv` (23.2) installs the lock as it is: no upgrade first.
 $(STAMP): pyproject.toml requirements.lock
@@ -37,9 +38,15 @@ lint: $(STAMP)
 # The suite on TEST_WORKERS processes (pytest-xdist): most tests wait (Dagster's daemon, a browser, a
 # process start), so more workers than cores. Each worker starts its own PostgreSQL and broker; the
 # tests of an xdist_group (a module's Dagster stack, the e2e package's stack) run on one worker.
+# `make test` leaves out the tests marked `long` (minutes of real time each: processes killed or hung,
+# liveness thresholds, the whole dev stack, the chart's webserver); `make test-long` runs them, and CI
+# runs both.
 TEST_WORKERS ?= 3
 test: system-packages lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not long"
+
+test-long: system-packages $(STAMP)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m long
 
 # The fault suite: PostgreSQL restarted and crashed, the broker killed and frozen, a Talent API
 # that hangs or answers 5xx/429, imports killed with SIGKILL (tests/faults/).

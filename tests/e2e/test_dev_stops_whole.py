@@ -20,7 +20,7 @@ from tests.support.command_env import clean_environ
 from tests.support.polling import wait_until
 
 # one worker runs the module (its fixtures start once): --dist loadgroup
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_dev_stops_whole")]
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.xdist_group("test_dev_stops_whole")]
 
 BIN = Path(sys.executable).parent
 READY = "running; Ctrl-C stops everything"

@@ -27,7 +27,7 @@ from pin_chessboard_pipelines.talent.simulator.dataset import DatasetSpec
 from tests.support.command_env import command_env
 from tests.support.polling import wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 SPEC = DatasetSpec(developers=2, projects_per_developer=2, objects_per_project=40, latency_ms=40)
 DEBOUNCE, CAP = 600.0, 20.0  # a debounce longer than the test: only the cap makes them due

@@ -37,6 +37,7 @@ from tests.support.prometheus import Prometheus, metrics_serve, prometheus_binar
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.long,
     pytest.mark.timeout(900),
     pytest.mark.xdist_group("test_prometheus_ui_import"),  # its own stack: one worker
 ]

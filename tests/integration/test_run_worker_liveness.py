@@ -24,7 +24,7 @@ from pin_chessboard_pipelines.settings import PROJECT_ROOT
 from tests.support.polling import wait_until
 from tests.support.replica import Tree, context_factory, pid
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 GAP = 150.0  # the retry's delay: no step process meanwhile
 HELD_FOR = 120.0  # how long the test watches the requests stay held in the gap

@@ -371,6 +371,7 @@ def _container(rendered: Mapping[str, str], template: str) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.timeout(900)
 def test_an_import_launched_through_the_rendered_webserver_completes(
     rendered, instance, dagster_database, pg_server_url, pg_template_url, kafka_bootstrap
