@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-packages demo test faults newest-dagster image image-tests lint bench lock check-fresh clean
+.PHONY: install system-packages demo test faults newest-dagster image image-tests lint bench bench-scale lock check-fresh clean
 
 # The stock pip of `python3.11 -m venv` (23.2) installs the lock as it is: no upgrade first.
 $(STAMP): pyproject.toml requirements.lock
@@ -61,7 +61,12 @@ image-tests: $(STAMP)
 	CHESSBOARD_IMAGE_TESTS=1 $(BIN)/python -m pytest tests/k8s/test_image.py -q
 
 bench: $(STAMP)
-	for script in benchmarks/*_bench.py; do $(BIN)/python $$script; done
+	for script in benchmarks/*_bench.py; do \
+		[ $$script = benchmarks/scale_bench.py ] || $(BIN)/python $$script; done
+
+# 100k, 1M and 10M objects imported, recalculated and relayed (hours; it says first what it needs)
+bench-scale: $(STAMP)
+	$(BIN)/python benchmarks/scale_bench.py
 
 # requirements.lock again from pyproject.toml (after a change of its dependencies), by uv
 lock: $(STAMP)
