@@ -12,13 +12,13 @@ from dataclasses import dataclass
 OBJECTS_PER_PROJECT = 100
 PROJECTS_PER_DEVELOPER = 100
 
-# From a 20k-object run (scale_bench.py --objects 20000, PostgreSQL with the bulk-load settings):
-# the database at its peak (replica, outbox, pages, the recalc's rows and the COPY references' copies)
-# per object (7.9 kB measured), the largest COPY dump per object (2.0 kB), rounded up; and from a
-# 100k-object run the wall time per object of a whole size.
-DATABASE_BYTES_PER_OBJECT = 9_000
+# From runs of 20k and 100k objects (PostgreSQL with the bulk-load settings), rounded up: the database
+# at its peak (replica, outbox, pages, recalc rows, a COPY reference's copy) per object (7.5 kB and
+# 7.1 kB measured), the largest COPY dump per object (2.0 kB), the wall time per object of a whole
+# size, every fixed cost included (730 µs at 100k).
+DATABASE_BYTES_PER_OBJECT = 8_000
 DUMP_BYTES_PER_OBJECT = 2_500
-SECONDS_PER_OBJECT = 0.0006
+SECONDS_PER_OBJECT = 0.0008
 # PostgreSQL's WAL besides the database: max_wal_size (its default 1GB) is a soft limit, so half again
 DEFAULT_MAX_WAL_SIZE = 1 << 30
 WAL_HEADROOM = 1.5
@@ -118,9 +118,7 @@ def human_seconds(value: float) -> str:
 
 
 def need_line(n: Need, rates: Rates) -> str:
-    source = (
-        f"measured at {rates.measured_at:,} objects" if rates.measured_at else "constants of a 20k-object run"
-    )
+    source = f"measured at {rates.measured_at:,} objects" if rates.measured_at else "constants of small runs"
     return (
         f"{n.objects:>12,} objects: database {human_bytes(n.database_bytes)} (WAL included), "
         f"COPY dump {human_bytes(n.dump_bytes)}, about {human_seconds(n.seconds)} "
