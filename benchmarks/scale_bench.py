@@ -48,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sqlalchemy import text  # noqa: E402
 
 from benchmarks import import_run, scale_plan, servers  # noqa: E402
-from benchmarks.outbox_bench import raw_producer  # noqa: E402
+from benchmarks.cpu import postmaster_pid, tree_cpu_seconds  # noqa: E402
+from benchmarks.outbox_bench import CpuMeter, raw_producer  # noqa: E402
 from benchmarks.recalc_bench import drain_in_processes  # noqa: E402
 from pin_chessboard_pipelines.entities import ENTITIES  # noqa: E402
 from pin_chessboard_pipelines.events.relay import OutboxRelay  # noqa: E402
@@ -138,12 +139,23 @@ def _copies_bytes(url: str) -> tuple[int, int]:
 def _recalc(url: str, drains: int, batch_size: int) -> dict:
     with get_engine(url).begin() as conn:
         due = conn.execute(text(DUE_NOW_SQL)).rowcount
+    postmaster = postmaster_pid(url)
+    pg_before = tree_cpu_seconds(postmaster) if postmaster else float("nan")
     figures, seconds = drain_in_processes(url, drains, batch_size)
+    pg_cpu = tree_cpu_seconds(postmaster) - pg_before if postmaster else float("nan")
     done = sum(f["recalculated"] for f in figures)
     failed = sum(f["failed"] for f in figures)
     if done != due or failed:
         raise SystemExit(f"scale_bench: the recalc drained {done} of {due} projects, {failed} failed")
-    return {"projects": done, "seconds": seconds, "rate": done / seconds}
+    return {
+        "projects": done,
+        "seconds": seconds,
+        "rate": done / seconds,
+        "pg_cpu": pg_cpu,
+        "drains_cpu": sum(f["cpu"] for f in figures),
+        "in_transactions": sum(f["in_transactions"] for f in figures),
+        "taken": sum(f["taken"] for f in figures),
+    }
 
 
 def _relay(url: str, bootstrap: str, broker_pid: int | None, raw_rows: int) -> dict:
@@ -151,7 +163,7 @@ def _relay(url: str, bootstrap: str, broker_pid: int | None, raw_rows: int) -> d
     with engine.connect() as conn:
         pending = conn.execute(text(PENDING_SQL)).scalar_one()
     raw = raw_producer(url, bootstrap, broker_pid, limit=raw_rows)
-    with OutboxRelay(engine, bootstrap) as relay:
+    with CpuMeter(url, broker_pid) as meter, OutboxRelay(engine, bootstrap) as relay:
         result = relay.relay_pending(until_empty=True, max_seconds=6 * 3600)
     with engine.connect() as conn:
         left = conn.execute(text(PENDING_SQL)).scalar_one()
@@ -163,6 +175,8 @@ def _relay(url: str, bootstrap: str, broker_pid: int | None, raw_rows: int) -> d
         "relay_seconds": result.seconds,
         "raw_rows": raw["rows"],
         "raw_rate": raw["messages_per_second"],
+        "relay_cpu": meter.line(pending),
+        "raw_cpu": raw["cpu"],
     }
 
 
@@ -259,10 +273,15 @@ def _block(f: dict) -> list[str]:
         for name, (heap, indexes) in f["tables"].items()
     ]
     lines += [
-        f"  recalc: {recalc['projects']:,} projects in {recalc['seconds']:.1f} s = {recalc['rate']:,.0f} projects/s",
+        f"  recalc: {recalc['projects']:,} projects in {recalc['seconds']:.1f} s = {recalc['rate']:,.0f} projects/s; "
+        f"CPU per project PostgreSQL {recalc['pg_cpu'] / recalc['projects'] * 1e3:.1f} ms, the drains "
+        f"{recalc['drains_cpu'] / recalc['projects'] * 1e3:.1f} ms; {recalc['in_transactions']:.1f} s inside "
+        f"their transactions, {recalc['taken']} rows taken by the other drain",
         f"  relay: {relay['pending']:,} messages in {relay['relay_seconds']:.1f} s = {relay['relay_rate']:,.0f} "
         f"messages/s; raw producer {relay['raw_rate']:,.0f} messages/s (its first {relay['raw_rows']:,} rows); "
         f"relay/raw {relay['relay_rate'] / relay['raw_rate']:.2f}",
+        "    relay: " + relay["relay_cpu"].replace("\n  ", "\n      "),
+        "    raw producer: " + relay["raw_cpu"].replace("\n  ", "\n      "),
     ]
     return lines
 
@@ -303,7 +322,11 @@ def main() -> int:
     parser.add_argument("--drains", type=int, default=2, help="recalc drain processes")
     parser.add_argument("--drain-batch", type=int, default=50)
     parser.add_argument(
-        "--raw-rows", type=int, default=2_000_000, help="rows the raw producer reads into memory and sends"
+        "--raw-rows",
+        type=int,
+        default=2_000_000,
+        help="rows the raw producer reads into memory and sends (10k rows gave it a third of its pace: "
+        "a sample of a few hundred thousand at least)",
     )
     servers.add_pg_setting_argument(parser)
     args = parser.parse_args()
