@@ -325,8 +325,8 @@ def main() -> int:
         "--raw-rows",
         type=int,
         default=2_000_000,
-        help="rows the raw producer reads into memory and sends (10k rows gave it a third of its pace: "
-        "a sample of a few hundred thousand at least)",
+        help="rows the raw producer reads into memory and sends; a small sample understates it "
+        "(at 20k objects: 10k rows 18k messages/s, all 49k rows 127k/s)",
     )
     servers.add_pg_setting_argument(parser)
     args = parser.parse_args()
