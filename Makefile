@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-packages demo test faults newest-dagster image image-tests lint bench bench-scale lock check-fresh clean
+.PHONY: install system-packages demo test faults newest-dagster image image-tests lint bench lock check-fresh clean
 
 # The stock pip of `python3.11 -m venv` (23.2) installs the lock as it is: no upgrade first.
 $(STAMP): pyproject.toml requirements.lock
@@ -65,6 +65,7 @@ bench: $(STAMP)
 		[ $$script = benchmarks/scale_bench.py ] || $(BIN)/python $$script; done
 
 # 100k, 1M and 10M objects imported, recalculated and relayed (hours; it says first what it needs)
+.PHONY: bench-scale
 bench-scale: $(STAMP)
 	$(BIN)/python benchmarks/scale_bench.py
 
