@@ -154,22 +154,22 @@ def fill(url: str, rows: int) -> float:
 def raw_producer(
     url: str, bootstrap: str, broker_pid: int | None, chunk: int = 50_000, limit: int | None = None
 ) -> dict:
-    """The pending rows as the relay sends them (the first `limit` of them), produced by a bare
-    producer (the baseline)."""
+    """The pending rows as the relay sends them, produced by a bare producer (the baseline)."""
     engine = get_engine(url)
     query = queries("outbox")["outbox_pending_batch"]
     messages: list[tuple[str, bytes, str, list]] = []
     after = 0
     with engine.connect() as conn:
-        while (left := chunk if limit is None else min(chunk, limit - len(messages))) > 0 and (
-            rows := conn.execute(query, {"after": after, "upto": 2**63 - 1, "limit": left}).all()
-        ):
+        while rows := conn.execute(query, {"after": after, "upto": 2**63 - 1, "limit": chunk}).all():
             values = message_values([row[3] for row in rows])
             messages.extend(
                 (row[1], value, row[2], headers)
                 for row, value, headers in zip(rows, values, batch_headers(rows), strict=True)
             )
             after = rows[-1][0]
+            if limit is not None and len(messages) >= limit:  # the first `limit` rows only
+                del messages[limit:]
+                break
     ensure_topics(bootstrap)
     errors: list[str] = []
     producer = Producer(
