@@ -325,8 +325,8 @@ def main() -> int:
         "--raw-rows",
         type=int,
         default=2_000_000,
-        help="rows the raw producer reads into memory and sends; a small sample understates it "
-        "(at 20k objects: 10k rows 18k messages/s, all 49k rows 127k/s)",
+        help="rows the raw producer reads into memory and sends: the first pending rows when there are "
+        "more (memory bounds it; a sample of a few hundred thousand rows or more gives a steady figure)",
     )
     servers.add_pg_setting_argument(parser)
     args = parser.parse_args()
