@@ -68,7 +68,13 @@ image-tests: $(STAMP)
 	CHESSBOARD_IMAGE_TESTS=1 $(BIN)/python -m pytest tests/k8s/test_image.py -q
 
 bench: $(STAMP)
-	for script in benchmarks/*_bench.py; do $(BIN)/python $$script; done
+	for script in benchmarks/*_bench.py; do \
+		[ $$script = benchmarks/scale_bench.py ] || $(BIN)/python $$script; done
+
+# 100k, 1M and 10M objects imported, recalculated and relayed (hours; it says first what it needs)
+.PHONY: bench-scale
+bench-scale: $(STAMP)
+	$(BIN)/python benchmarks/scale_bench.py
 
 # requirements.lock again from pyproject.toml (after a change of its dependencies), by uv
 lock: $(STAMP)

@@ -151,7 +151,9 @@ def fill(url: str, rows: int) -> float:
     return time.perf_counter() - started
 
 
-def raw_producer(url: str, bootstrap: str, broker_pid: int | None, chunk: int = 50_000) -> dict:
+def raw_producer(
+    url: str, bootstrap: str, broker_pid: int | None, chunk: int = 50_000, limit: int | None = None
+) -> dict:
     """The pending rows as the relay sends them, produced by a bare producer (the baseline)."""
     engine = get_engine(url)
     query = queries("outbox")["outbox_pending_batch"]
@@ -165,6 +167,9 @@ def raw_producer(url: str, bootstrap: str, broker_pid: int | None, chunk: int = 
                 for row, value, headers in zip(rows, values, batch_headers(rows), strict=True)
             )
             after = rows[-1][0]
+            if limit is not None and len(messages) >= limit:  # the first `limit` rows only
+                del messages[limit:]
+                break
     ensure_topics(bootstrap)
     errors: list[str] = []
     producer = Producer(
