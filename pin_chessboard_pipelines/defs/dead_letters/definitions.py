@@ -40,8 +40,7 @@ def _applier(consumer: Consumer, chessboard: ChessboardResource, servers: str, r
     return TalentSync(
         chessboard.engine,
         servers,
-        debounce_seconds=settings.recalc_debounce_seconds,
-        cap_seconds=settings.recalc_cap_seconds,
+        **settings.recalc_timing,
         correlation_id=run_id,
         relay_events=False,
     )

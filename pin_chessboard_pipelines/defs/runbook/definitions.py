@@ -199,20 +199,17 @@ def _force_recalc(
             conn,
             project.id,
             now=config.due_now,
-            debounce_seconds=settings.recalc_debounce_seconds,
-            cap_seconds=settings.recalc_cap_seconds,
+            **settings.recalc_timing,
         )
-    log_event(
-        context.log,
-        logging.INFO,
-        "recalc-requested",
-        ProjectId=project.id,
-        Project=project.name,
-        DueAt=row["due_at"].isoformat(timespec="seconds"),
-        RequestedCount=row["requested_count"],
-        CorrelationId=context.run_id,
-    )
+    due_at = row["due_at"].isoformat(timespec="seconds")
+    _log_change(context, "recalc-requested", project, DueAt=due_at, RequestedCount=row["requested_count"])
     return _row_metadata(project, row)
+
+
+def _log_change(context: dg.OpExecutionContext, event: str, project: ProjectRef, **fields: Any) -> None:
+    """A step's one line about the project it changed, under the run's CorrelationId."""
+    named = {"ProjectId": project.id, "Project": project.name}
+    log_event(context.log, logging.INFO, event, **named, **fields, CorrelationId=context.run_id)
 
 
 def _nothing_to_reset(typed: str | None, queued: dict[str, Any] | None, poison_attempts: int) -> str:
@@ -246,15 +243,9 @@ def _reset_poison(
             "project_id": dg.MetadataValue.text(str(project.id)),
             "reset": dg.MetadataValue.bool(False),
         }
-    log_event(
-        context.log,
-        logging.INFO,
-        "recalc-poison-reset",
-        ProjectId=project.id,
-        Project=project.name,
-        AttemptCount=before["attempt_count"],
-        LastError=before["last_error"] or "-",
-        CorrelationId=context.run_id,
+    last_error = before["last_error"] or "-"
+    _log_change(
+        context, "recalc-poison-reset", project, AttemptCount=before["attempt_count"], LastError=last_error
     )
     return {
         **_row_metadata(project, row),

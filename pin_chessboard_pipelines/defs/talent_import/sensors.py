@@ -92,8 +92,7 @@ def _import_run_ended_sensor(dagster_status: dg.DagsterRunStatus, status: RunSta
                 run.run_id,
                 status,
                 f"its Dagster run {run.run_id} ended {dagster_status.value}",
-                debounce_seconds=settings.recalc_debounce_seconds,
-                cap_seconds=settings.recalc_cap_seconds,
+                **settings.recalc_timing,
             )
         if ended is None:
             return dg.SkipReason(f"run {run.run_id}: its import run had ended")

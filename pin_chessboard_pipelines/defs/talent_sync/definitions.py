@@ -74,8 +74,7 @@ def consume_talent_topics(
         chessboard.engine,
         config.bootstrap_servers or settings.kafka_bootstrap_servers,
         batch_size=config.batch_size,
-        debounce_seconds=settings.recalc_debounce_seconds,
-        cap_seconds=settings.recalc_cap_seconds,
+        **settings.recalc_timing,
         correlation_id=context.run_id,
         # a store that restarts is ridden out as long as the import would
         policy=sync_policy(settings.import_page_retry_seconds),
