@@ -12,11 +12,11 @@ import time
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines.defs.declare import running_sensor
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import (
-    NO_RUN_RETRIES,
-    SINGLETON_TAG,
     graceful_interrupts,
+    singleton_job,
     singleton_run_request,
     skip_while_active,
 )
@@ -127,28 +127,21 @@ def consume_handbook_topics(
     return dg.Output(None, metadata=_metadata(result))
 
 
-@dg.job(
-    name=JOB_NAME,
-    description="handbook-sync: pin.handbook.regions.v1 / cities.v1 into the handbook replica, and the "
+handbook_sync = singleton_job(
+    JOB_NAME,
+    consume_handbook_topics,
+    SINGLETON_VALUE,
+    "handbook-sync: pin.handbook.regions.v1 / cities.v1 into the handbook replica, and the "
     "republish of the projects of a renamed region or city.",
-    executor_def=dg.in_process_executor,
-    tags={SINGLETON_TAG: SINGLETON_VALUE, **NO_RUN_RETRIES},
 )
-def handbook_sync() -> None:
-    consume_handbook_topics()
 
 
-@dg.sensor(
-    name=SENSOR_NAME,
-    job_name=JOB_NAME,
-    minimum_interval_seconds=TICK_SECONDS,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Every 30 s: starts handbook-sync when the handbook topics hold uncommitted messages "
-    "or a republish is unfinished.",
-)
+@running_sensor(SENSOR_NAME, TICK_SECONDS, job_name=JOB_NAME)
 def handbook_sync_sensor(
     context: dg.SensorEvaluationContext, chessboard: ChessboardResource
 ) -> dg.SensorResult | dg.SkipReason:
+    """Every 30 s: starts handbook-sync when the handbook topics hold uncommitted messages or a
+    republish is unfinished."""
     busy = skip_while_active(context, JOB_NAME, "handbook-sync run")
     if busy:
         return busy

@@ -18,6 +18,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines.defs.declare import one_op_job, running_sensor
 from pin_chessboard_pipelines.defs.metadata import TABLE_NAME_KEY, table_name
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.errors import ChessboardError, Refused
@@ -342,18 +343,12 @@ QUEUE_SENSOR = "recalc_queue_sensor"
 QUEUE_SENSOR_SECONDS = 10
 
 
-@dg.sensor(
-    name=QUEUE_SENSOR,
-    minimum_interval_seconds=QUEUE_SENSOR_SECONDS,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description=(
-        "Every 10 s: records the recalc queue's status on `recalc_queue` when it changed (depth, due, "
-        "held, poison, next DueAt, the oldest rows due or not); no run."
-    ),
-)
+@running_sensor(QUEUE_SENSOR, QUEUE_SENSOR_SECONDS)
 def recalc_queue_sensor(
     context: dg.SensorEvaluationContext, chessboard: ChessboardResource
 ) -> dg.SensorResult | dg.SkipReason:
+    """Every 10 s: records the recalc queue's status on `recalc_queue` when it changed (depth, due,
+    held, poison, next DueAt, the oldest rows due or not); no run."""
     with chessboard.engine.connect() as conn:
         status = recalc_status(conn, chessboard.settings.recalc_poison_attempts)
     fingerprint = status_fingerprint(status)
@@ -365,16 +360,14 @@ def recalc_queue_sensor(
     )
 
 
-@dg.job(
-    name=JOB_NAME,
-    description=(
+recalc_runbook = one_op_job(
+    JOB_NAME,
+    recalc_runbook_step,
+    (
         "The recalc runbook by clicks: force recalc, reset poison or audit one project (by Talent id, "
         "PIN id or name), or all; every run records the queue's status on recalc_queue."
     ),
-    executor_def=dg.in_process_executor,
 )
-def recalc_runbook() -> None:
-    recalc_runbook_step()
 
 
 def definitions() -> dg.Definitions:

@@ -11,11 +11,11 @@ import time
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines.defs.declare import running_sensor
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import (
-    NO_RUN_RETRIES,
-    SINGLETON_TAG,
     graceful_interrupts,
+    singleton_job,
     singleton_run_request,
     skip_while_active,
 )
@@ -89,30 +89,21 @@ def consume_talent_topics(
     return dg.Output(None, metadata=_metadata(result))
 
 
-@dg.job(
-    name=JOB_NAME,
-    description="talent-chessboard-sync: the streaming consumer of the six talent.chessboard.*.v1 topics.",
-    executor_def=dg.in_process_executor,
-    tags={SINGLETON_TAG: SINGLETON_VALUE, **NO_RUN_RETRIES},
+talent_sync = singleton_job(
+    JOB_NAME,
+    consume_talent_topics,
+    SINGLETON_VALUE,
+    "talent-chessboard-sync: the streaming consumer of the six talent.chessboard.*.v1 topics.",
 )
-def talent_sync() -> None:
-    consume_talent_topics()
 
 
-@dg.sensor(
-    name=SENSOR_NAME,
-    job_name=JOB_NAME,
-    minimum_interval_seconds=TICK_SECONDS,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description=(
-        "Every 10 s: starts the sync job when the Talent topics hold uncommitted messages. The cursor "
-        "shows the last tick's decision: the run it requested, or why it skipped (the flag is off, a "
-        "sync run is active, a consumer runs outside Dagster, no Talent topics or no broker, caught up)."
-    ),
-)
+@running_sensor(SENSOR_NAME, TICK_SECONDS, job_name=JOB_NAME)
 def talent_sync_sensor(
     context: dg.SensorEvaluationContext, chessboard: ChessboardResource
 ) -> dg.SensorResult | dg.SkipReason:
+    """Every 10 s: starts the sync job when the Talent topics hold uncommitted messages. The cursor
+    shows the last tick's decision: the run it requested, or why it skipped (the flag is off, a sync run
+    is active, a consumer runs outside Dagster, no Talent topics or no broker, caught up)."""
     decision = _decide(context, chessboard)
     # a skip reason shows only in a tooltip; the cursor (read by nothing) is on the sensor's page
     context.update_cursor(decision_line(decision))
