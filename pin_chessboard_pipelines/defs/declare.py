@@ -46,7 +46,7 @@ def running_sensor(
 
 def utc_schedule(
     name: str,
-    job: dg.JobDefinition | dg.UnresolvedAssetJobDefinition,
+    job: Any,  # a JobDefinition or what define_asset_job returns
     cron: str,
     description: str,
     execution_fn: Callable[[dg.ScheduleEvaluationContext], dg.RunRequest] | None = None,

@@ -6,16 +6,15 @@ Thin shell over handbook_sync/ (docs/store.md#handbook-sync). `pin-chessboard ha
 the same job.
 """
 
-import json
 import time
 
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines.defs.consumers import ConsumerConfig, consume, result_metadata
 from pin_chessboard_pipelines.defs.declare import running_sensor
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import (
-    graceful_interrupts,
     singleton_job,
     singleton_run_request,
     skip_while_active,
@@ -28,7 +27,6 @@ from pin_chessboard_pipelines.handbook_sync import (
     handbook_sync_running,
     republish_pending,
 )
-from pin_chessboard_pipelines.retry import sync_policy
 from pin_chessboard_pipelines.store.handbook import CITIES_TOPIC, REGIONS_TOPIC
 
 JOB_NAME = "handbook_sync"
@@ -36,7 +34,6 @@ OP_NAME = "consume_handbook_topics"
 SENSOR_NAME = "handbook_sync_sensor"
 SINGLETON_VALUE = "handbook-sync"
 TICK_SECONDS = 30
-DEFAULT_TIME_BUDGET_SECONDS = 600.0
 HANDBOOK_GROUP = "handbook"
 HANDBOOK_REPLICA_ASSET = "handbook_replica"
 SOURCE_KEYS = {
@@ -67,33 +64,22 @@ HANDBOOK_REPLICA = dg.AssetSpec(
 )
 
 
-class HandbookSyncConfig(dg.Config):
+class HandbookSyncConfig(ConsumerConfig):
     until_idle: bool = Field(
         default=True, description="End the run once both topics are caught up and no republish is pending."
-    )
-    time_budget_seconds: float | None = Field(
-        default=DEFAULT_TIME_BUDGET_SECONDS, description="End the run after this long; null = until stopped."
     )
     republish_batch_size: int = Field(
         default=500, ge=1, le=10_000, description="Projects per republish transaction."
     )
-    bootstrap_servers: str | None = Field(default=None, description="Overrides KAFKA_BOOTSTRAP_SERVERS.")
+
+
+# the result's counts in the run's metadata
+COUNTS = ("messages", "applied", "skipped", "failed", "renamed", "republished", "republish_batches")
 
 
 def _metadata(result: HandbookSyncResult) -> dict[str, dg.MetadataValue]:
-    return {
-        "messages": dg.MetadataValue.int(result.messages),
-        "applied": dg.MetadataValue.int(result.applied),
-        "skipped": dg.MetadataValue.int(result.skipped),
-        "failed": dg.MetadataValue.int(result.failed),
-        "renamed": dg.MetadataValue.int(result.renamed),
-        "republished": dg.MetadataValue.int(result.republished),
-        "republish_batches": dg.MetadataValue.int(result.republish_batches),
-        "longest_transaction_seconds": dg.MetadataValue.float(round(result.longest_transaction_seconds, 3)),
-        "duration_seconds": dg.MetadataValue.float(round(result.seconds, 3)),
-        "stopped": dg.MetadataValue.text(result.stopped),
-        "summary": dg.MetadataValue.json(result.as_dict()),
-    }
+    longest = dg.MetadataValue.float(round(result.longest_transaction_seconds, 3))
+    return result_metadata(result, COUNTS, result.stopped, longest_transaction_seconds=longest)
 
 
 @dg.op(name=OP_NAME, out=dg.Out(dg.Nothing))
@@ -101,19 +87,9 @@ def consume_handbook_topics(
     context: dg.OpExecutionContext, config: HandbookSyncConfig, chessboard: ChessboardResource
 ) -> dg.Output:
     """Applies the handbook topics to the replica and republishes the projects of what was renamed."""
-    settings = chessboard.settings
-    sync = HandbookSync(
-        chessboard.engine,
-        config.bootstrap_servers or settings.kafka_bootstrap_servers,
-        republish_batch_size=config.republish_batch_size,
-        correlation_id=context.run_id,
-        policy=sync_policy(settings.import_page_retry_seconds),
+    result = consume(
+        context, config, chessboard, HandbookSync, republish_batch_size=config.republish_batch_size
     )
-    with graceful_interrupts() as interrupted:
-        result = sync.run(
-            until_idle=config.until_idle, max_seconds=config.time_budget_seconds, should_stop=interrupted
-        )
-    context.log.info(f"handbook-sync: {json.dumps(result.as_dict(), ensure_ascii=False)}")
     if result.applied or result.republished:
         context.log_event(
             dg.AssetMaterialization(
@@ -122,8 +98,6 @@ def consume_handbook_topics(
                 metadata=_metadata(result),
             )
         )
-    if result.published:
-        chessboard.log_published(context, result.published, result.seconds, "handbook-sync fast path")
     return dg.Output(None, metadata=_metadata(result))
 
 

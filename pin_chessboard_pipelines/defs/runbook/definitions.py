@@ -100,9 +100,7 @@ def status_metadata(status: RecalcStatus) -> dict[str, dg.MetadataValue]:
         "due": dg.MetadataValue.int(queue.due),
         "held": dg.MetadataValue.int(status.held),
         "poison": dg.MetadataValue.int(queue.poison),
-        "next_due_at": dg.MetadataValue.text(
-            "-" if queue.next_due_at is None else queue.next_due_at.isoformat(timespec="seconds")
-        ),
+        "next_due_at": dg.MetadataValue.text(_next_due_at(status)),
         "requested_events": dg.MetadataValue.int(queue.requested),
         "oldest_rows": oldest_rows_table(status),
     }
@@ -128,6 +126,11 @@ OLDEST_ROWS_SCHEMA = dg.TableSchema(
         dg.TableColumn("project_id", "string", description="PIN id"),
     ]
 )
+
+
+def _next_due_at(status: RecalcStatus) -> str:
+    due_at = status.queue.next_due_at
+    return "-" if due_at is None else due_at.isoformat(timespec="seconds")
 
 
 def _utc(moment: datetime) -> str:
@@ -326,16 +329,8 @@ def _status_materialization(
     with chessboard.engine.connect() as conn:
         status = recalc_status(conn, chessboard.settings.recalc_poison_attempts)
     queue = status.queue
-    log_event(
-        context.log,
-        logging.INFO,
-        "recalc-status",
-        QueueDepth=queue.depth,
-        Due=queue.due,
-        Held=status.held,
-        Poison=queue.poison,
-        NextDueAt="-" if queue.next_due_at is None else queue.next_due_at.isoformat(timespec="seconds"),
-    )
+    counts = {"QueueDepth": queue.depth, "Due": queue.due, "Held": status.held, "Poison": queue.poison}
+    log_event(context.log, logging.INFO, "recalc-status", **counts, NextDueAt=_next_due_at(status))
     return dg.AssetMaterialization(asset_key=STATUS_ASSET, metadata=status_metadata(status))
 
 
