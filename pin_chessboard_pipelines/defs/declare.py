@@ -7,6 +7,9 @@ from typing import Any
 
 import dagster as dg
 
+# what a sensor's tick decides: run requests (and asset events, a cursor) or why it skipped
+SensorTick = dg.SensorResult | dg.SkipReason
+
 
 def one_op_job(
     name: str,

@@ -12,7 +12,7 @@ import dagster as dg
 from pydantic import Field
 
 from pin_chessboard_pipelines.defs.consumers import ConsumerConfig, consume, result_metadata
-from pin_chessboard_pipelines.defs.declare import running_sensor
+from pin_chessboard_pipelines.defs.declare import SensorTick, running_sensor
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import (
     singleton_job,
@@ -111,9 +111,7 @@ handbook_sync = singleton_job(
 
 
 @running_sensor(SENSOR_NAME, TICK_SECONDS, job_name=JOB_NAME)
-def handbook_sync_sensor(
-    context: dg.SensorEvaluationContext, chessboard: ChessboardResource
-) -> dg.SensorResult | dg.SkipReason:
+def handbook_sync_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource) -> SensorTick:
     """Every 30 s: starts handbook-sync when the handbook topics hold uncommitted messages or a
     republish is unfinished."""
     busy = skip_while_active(context, JOB_NAME, "handbook-sync run")

@@ -13,7 +13,7 @@ import dagster as dg
 from pydantic import Field
 
 from pin_chessboard_pipelines import entities
-from pin_chessboard_pipelines.defs.declare import running_sensor
+from pin_chessboard_pipelines.defs.declare import SensorTick, running_sensor
 from pin_chessboard_pipelines.defs.resources import (
     EVENTS_ASSET,
     LAG_CHECK,
@@ -161,9 +161,7 @@ outbox_relay = singleton_job(
 
 
 @running_sensor(SENSOR_NAME, TICK_SECONDS, job_name=JOB_NAME)
-def outbox_relay_sensor(
-    context: dg.SensorEvaluationContext, chessboard: ChessboardResource
-) -> dg.SensorResult | dg.SkipReason:
+def outbox_relay_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource) -> SensorTick:
     """Every 5 s: requests a relay run when rows the fast path left are pending and none runs."""
     summary = pending_summary(chessboard.engine)
     backlog, age = int(summary["backlog"]), summary["oldest_age_seconds"]

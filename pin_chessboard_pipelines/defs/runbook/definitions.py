@@ -18,7 +18,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from pin_chessboard_pipelines.defs.declare import one_op_job, running_sensor
+from pin_chessboard_pipelines.defs.declare import SensorTick, one_op_job, running_sensor
 from pin_chessboard_pipelines.defs.metadata import TABLE_NAME_KEY, table_name
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.errors import ChessboardError, Refused
@@ -339,9 +339,7 @@ QUEUE_SENSOR_SECONDS = 10
 
 
 @running_sensor(QUEUE_SENSOR, QUEUE_SENSOR_SECONDS)
-def recalc_queue_sensor(
-    context: dg.SensorEvaluationContext, chessboard: ChessboardResource
-) -> dg.SensorResult | dg.SkipReason:
+def recalc_queue_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource) -> SensorTick:
     """Every 10 s: records the recalc queue's status on `recalc_queue` when it changed (depth, due,
     held, poison, next DueAt, the oldest rows due or not); no run."""
     with chessboard.engine.connect() as conn:

@@ -11,7 +11,7 @@ import dagster as dg
 from pydantic import Field
 
 from pin_chessboard_pipelines.defs.consumers import ConsumerConfig, consume, result_metadata
-from pin_chessboard_pipelines.defs.declare import running_sensor
+from pin_chessboard_pipelines.defs.declare import SensorTick, running_sensor
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import (
     singleton_job,
@@ -72,9 +72,7 @@ talent_sync = singleton_job(
 
 
 @running_sensor(SENSOR_NAME, TICK_SECONDS, job_name=JOB_NAME)
-def talent_sync_sensor(
-    context: dg.SensorEvaluationContext, chessboard: ChessboardResource
-) -> dg.SensorResult | dg.SkipReason:
+def talent_sync_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource) -> SensorTick:
     """Every 10 s: starts the sync job when the Talent topics hold uncommitted messages. The cursor
     shows the last tick's decision: the run it requested, or why it skipped (the flag is off, a sync run
     is active, a consumer runs outside Dagster, no Talent topics or no broker, caught up)."""
@@ -84,16 +82,14 @@ def talent_sync_sensor(
     return decision
 
 
-def decision_line(decision: dg.SensorResult | dg.SkipReason) -> str:
+def decision_line(decision: SensorTick) -> str:
     if isinstance(decision, dg.SkipReason):
         return f"skipped: {decision.skip_message}"
     lags = [request.tags.get(LAG_TAG, "?") for request in decision.run_requests or []]
     return f"run requested: {', '.join(lags)} uncommitted message(s)"
 
 
-def _decide(
-    context: dg.SensorEvaluationContext, chessboard: ChessboardResource
-) -> dg.SensorResult | dg.SkipReason:
+def _decide(context: dg.SensorEvaluationContext, chessboard: ChessboardResource) -> SensorTick:
     settings = chessboard.settings
     disabled = talent_sync_disabled(settings)
     if disabled is not None:
