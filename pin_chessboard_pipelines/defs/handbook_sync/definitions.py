@@ -30,6 +30,10 @@ from pin_chessboard_pipelines.handbook_sync import (
 from pin_chessboard_pipelines.store.handbook import CITIES_TOPIC, REGIONS_TOPIC
 
 JOB_NAME = "handbook_sync"
+JOB_DESCRIPTION = (
+    "handbook-sync: pin.handbook.regions.v1 / cities.v1 into the handbook replica, and the "
+    "republish of the projects of a renamed region or city."
+)
 OP_NAME = "consume_handbook_topics"
 SENSOR_NAME = "handbook_sync_sensor"
 SINGLETON_VALUE = "handbook-sync"
@@ -101,13 +105,7 @@ def consume_handbook_topics(
     return dg.Output(None, metadata=_metadata(result))
 
 
-handbook_sync = singleton_job(
-    JOB_NAME,
-    consume_handbook_topics,
-    SINGLETON_VALUE,
-    "handbook-sync: pin.handbook.regions.v1 / cities.v1 into the handbook replica, and the "
-    "republish of the projects of a renamed region or city.",
-)
+handbook_sync = singleton_job(JOB_NAME, consume_handbook_topics, SINGLETON_VALUE, JOB_DESCRIPTION)
 
 
 @running_sensor(SENSOR_NAME, TICK_SECONDS, job_name=JOB_NAME)

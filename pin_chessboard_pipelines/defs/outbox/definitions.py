@@ -37,6 +37,7 @@ from pin_chessboard_pipelines.events.relay import (
 )
 
 JOB_NAME = "outbox_relay"
+JOB_DESCRIPTION = "Outbox relay: publishes chessboard.outbox_messages rows to the pin.chessboard topics."
 OP_NAME = "relay_outbox"
 SENSOR_NAME = "outbox_relay_sensor"
 PURGE_SCHEDULE_NAME = "outbox_relay_and_purge_hourly"
@@ -152,12 +153,7 @@ def relay_outbox(
     return dg.Output(None, metadata=metadata)
 
 
-outbox_relay = singleton_job(
-    JOB_NAME,
-    relay_outbox,
-    SINGLETON_VALUE,
-    "Outbox relay: publishes chessboard.outbox_messages rows to the pin.chessboard topics.",
-)
+outbox_relay = singleton_job(JOB_NAME, relay_outbox, SINGLETON_VALUE, JOB_DESCRIPTION)
 
 
 @running_sensor(SENSOR_NAME, TICK_SECONDS, job_name=JOB_NAME)

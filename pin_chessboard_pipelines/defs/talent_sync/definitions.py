@@ -23,6 +23,7 @@ from pin_chessboard_pipelines.talent.flag import talent_sync_disabled
 from pin_chessboard_pipelines.talent_sync import SyncResult, TalentSync, group_lag, sync_running
 
 JOB_NAME = "talent_sync"
+JOB_DESCRIPTION = "talent-chessboard-sync: the streaming consumer of the six talent.chessboard.*.v1 topics."
 OP_NAME = "consume_talent_topics"
 SENSOR_NAME = "talent_sync_sensor"
 SINGLETON_VALUE = "talent-sync"
@@ -63,12 +64,7 @@ def consume_talent_topics(
     return dg.Output(None, metadata=_metadata(result))
 
 
-talent_sync = singleton_job(
-    JOB_NAME,
-    consume_talent_topics,
-    SINGLETON_VALUE,
-    "talent-chessboard-sync: the streaming consumer of the six talent.chessboard.*.v1 topics.",
-)
+talent_sync = singleton_job(JOB_NAME, consume_talent_topics, SINGLETON_VALUE, JOB_DESCRIPTION)
 
 
 @running_sensor(SENSOR_NAME, TICK_SECONDS, job_name=JOB_NAME)
