@@ -205,20 +205,21 @@ def _product(*values: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     return tuple(itertools.product(*values))
 
 
+def _by_stage(name: str, documentation: str, **labels: tuple[str, ...]) -> Counter:
+    """A counter by entity stage and `labels`, each of its series exposed at 0 from the start."""
+    return Counter(name, documentation, ("stage", *labels), initial=_product(_STAGES, *labels.values()))
+
+
 # -- talent-initial-import (docs/talent-initial-import.md#metrics-logs-and-alerts) -------------
 # chessboard_import_running and chessboard_import_throughput_items_per_sec are store gauges
 # (exporter.STORE_GAUGES): a killed import must not leave them at 1 / its last value.
-IMPORT_PAGES = Counter(
+IMPORT_PAGES = _by_stage(
     "chessboard_import_pages_total",
     "Import pages by stage and status (Failed: once, when a page fails for good)",
-    ("stage", "status"),
-    initial=_product(_STAGES, ("Planned", "Done", "Failed")),
+    status=("Planned", "Done", "Failed"),
 )
-IMPORT_PAGE_RETRIES = Counter(
-    "chessboard_import_page_retries_total",
-    "Failed attempts of an import page (or listing read) that are retried",
-    ("stage",),
-    initial=_product(_STAGES),
+IMPORT_PAGE_RETRIES = _by_stage(
+    "chessboard_import_page_retries_total", "Retried failed attempts of an import page (or listing read)"
 )
 IMPORT_ITEMS = Counter(
     "chessboard_import_items_total",
@@ -293,11 +294,10 @@ OUTBOX_PUBLISHED = Counter(
 OUTBOX_PUBLISH_ERRORS = Counter("chessboard_outbox_publish_errors_total", "Failed relay attempts")
 
 # -- talent-sync, the streaming consumer (docs/talent-source.md#streaming-sync) ---------------
-TALENT_SYNC_MESSAGES = Counter(
+TALENT_SYNC_MESSAGES = _by_stage(
     "chessboard_talent_sync_messages_total",
     "Talent topic messages applied by the streaming sync, by stage and result",
-    ("stage", "result"),
-    initial=_product(_STAGES, ("applied", "skipped", "failed")),
+    result=("applied", "skipped", "failed"),
 )
 TALENT_SYNC_LAG = Gauge(
     "chessboard_talent_sync_lag_messages",
