@@ -199,15 +199,11 @@ class HandbookSync(BatchConsumer[HandbookSyncResult]):
             where = {"Topic": q.kind.topic, "Key": q.key, "ErrorCode": SYNC_VALIDATION_FAILED}
             self._log(logging.WARNING, "handbook-value-quarantined", **where, Error=q.message)
         for rename in renames:
-            kind, version = rename.kind.value, rename.version
             result.renamed += 1
-            result.renames.append(
-                {"kind": kind, "id": rename.id, "name": rename.new_name, "version": version}
-            )
-            names = {"OldName": rename.old_name, "NewName": rename.new_name}
-            self._log(
-                logging.INFO, "handbook-renamed", Kind=kind, HandbookId=rename.id, **names, Version=version
-            )
+            kind, name, version = rename.kind.value, rename.new_name, rename.version
+            result.renames.append({"kind": kind, "id": rename.id, "name": name, "version": version})
+            item = {"Kind": kind, "HandbookId": rename.id, "OldName": rename.old_name, "NewName": name}
+            self._log(logging.INFO, "handbook-renamed", **item, Version=version)
 
     def _republish_pending(self, result: HandbookSyncResult, stopper: Stopper) -> bool:
         """Republishes every pending region / city to its end; False when stopped in between."""
