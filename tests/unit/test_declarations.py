@@ -1,28 +1,23 @@
 """The one-home declarations: a consumer's log events from its name, a sensor's description from its
 docstring, a one-op job in the run's process, a UTC schedule running from the start."""
 
+import dataclasses
+
 import dagster as dg
 
 from pin_chessboard_pipelines.defs.declare import one_op_job, running_sensor, utc_schedule
-from pin_chessboard_pipelines.events.consume_loop import ConsumerEvents
 from pin_chessboard_pipelines.handbook_sync import HandbookSync
 from pin_chessboard_pipelines.talent_sync import TalentSync
 
 
 def test_each_consumer_names_its_loop_events_in_its_own_spelling():
-    assert TalentSync.events == ConsumerEvents(
-        poll_error="talent_sync_consumer_error",
-        retry="talent_sync_retry",
-        commit_failed="talent_sync_commit_failed",
-        relay_failed="talent_sync_relay_failed",
-        dead_letter="talent_sync_dead_letter",
-    )
-    assert HandbookSync.events == ConsumerEvents(
-        poll_error="handbook-sync-consumer-error",
-        retry="handbook-sync-retry",
-        commit_failed="handbook-sync-commit-failed",
-        relay_failed="handbook-sync-relay-failed",
-        dead_letter="handbook-sync-dead-letter",
+    talent = "talent_sync_consumer_error talent_sync_retry talent_sync_commit_failed talent_sync_relay_failed"
+    handbook = "handbook-sync-consumer-error handbook-sync-retry handbook-sync-commit-failed"
+    assert dataclasses.astuple(TalentSync.events) == (*talent.split(), "talent_sync_dead_letter")
+    assert dataclasses.astuple(HandbookSync.events) == (
+        *handbook.split(),
+        "handbook-sync-relay-failed",
+        "handbook-sync-dead-letter",
     )
 
 
