@@ -271,14 +271,14 @@ RECALC_REPUBLISHED = Counter(
     ("entity",),
     initial=(("project",), ("layout",), ("layout_group",)),
 )
+RECALC_POISON = Counter(
+    "chessboard_recalc_poison_total",
+    "Queue rows that reached the poison threshold (CHESSBOARD_RECALC_POISON)",
+)
 RECALC_LAG = Histogram(
     "chessboard_recalc_event_lag_seconds",
     "From the first request of a queue row to the commit of its recalc",
     buckets=(1, 5, 10, 20, 30, 40, 60, 120, 300, 600),
-)
-RECALC_POISON = Counter(
-    "chessboard_recalc_poison_total",
-    "Queue rows that reached the poison threshold (CHESSBOARD_RECALC_POISON)",
 )
 RECALC_TICKS = Counter("chessboard_recalc_ticks_total", "Evaluations of the recalc drain sensor")
 RECALC_LAST_TICK = Gauge(
