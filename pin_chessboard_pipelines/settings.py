@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 from urllib.parse import urlsplit
 
 from pin_chessboard_pipelines.errors import ConfigError, mask_url_passwords
@@ -30,6 +30,13 @@ DEFAULT_KAFKA_BOOTSTRAP_SERVERS = "127.0.0.1:19092"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # CHESSBOARD_DAGSTER_EXECUTOR: steps in the run's process, one OS process each, one Kubernetes Job each
 DAGSTER_EXECUTORS = ("in_process", "multiprocess", "k8s")
+
+
+class RecalcTiming(TypedDict):
+    """When a recalc request falls due, as every writer of one takes it (`**settings.recalc_timing`)."""
+
+    debounce_seconds: float
+    cap_seconds: float
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,12 @@ class Settings:
     # event contract versions published, and the modules defining those beyond 1 (events/contracts.py)
     contract_versions: tuple[int, ...] = (1,)
     contract_builders: tuple[str, ...] = ()
+
+    @property
+    def recalc_timing(self) -> RecalcTiming:
+        return RecalcTiming(
+            debounce_seconds=self.recalc_debounce_seconds, cap_seconds=self.recalc_cap_seconds
+        )
 
     def __repr__(self) -> str:  # never print the token
         token = "***" if self.talent_api_token else None

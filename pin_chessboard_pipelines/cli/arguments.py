@@ -35,6 +35,25 @@ def uuid_argument(raw: str) -> UUID:
         raise argparse.ArgumentTypeError(f"{raw!r} is not a UUID") from None
 
 
+def add_command_group(
+    subparsers: argparse._SubParsersAction,
+    name: str,
+    help: str,  # noqa: A002 - argparse's own word
+) -> argparse._SubParsersAction:
+    """`pin-chessboard <name> <command>`: the group's parser; its commands are added to what this
+    returns (the chosen one in `args.<name>_command`)."""
+    group = subparsers.add_parser(name, help=help)
+    return group.add_subparsers(dest=f"{name.replace('-', '_')}_command", required=True)
+
+
+def add_until_empty(parser: argparse.ArgumentParser, help: str) -> None:  # noqa: A002
+    parser.add_argument("--until-empty", action="store_true", help=help)
+
+
+def add_time_budget(parser: argparse.ArgumentParser, help: str) -> None:  # noqa: A002
+    parser.add_argument("--time-budget", type=positive_seconds, metavar="SECONDS", help=help)
+
+
 def add_consumer_parser(
     subparsers: argparse._SubParsersAction,
     name: str,
@@ -42,17 +61,13 @@ def add_consumer_parser(
     until_idle_help: str,
     func: Callable[[argparse.Namespace], int],
 ) -> argparse.ArgumentParser:
-    """The parser of a consumer command (talent-sync, handbook-sync): `--until-idle`, `--time-budget`."""
+    """The parser of a consumer command (talent-sync, handbook-sync): `--until-idle`, `--time-budget`,
+    and its dead letters' commands (`replay-dlq`, `dead-letters`)."""
     parser = subparsers.add_parser(name, help=help)
     parser.add_argument("--until-idle", action="store_true", help=until_idle_help)
-    parser.add_argument(
-        "--time-budget",
-        type=positive_seconds,
-        default=None,
-        metavar="SECONDS",
-        help="stop after this long (default: never)",
-    )
+    add_time_budget(parser, "stop after this long (default: never)")
     parser.set_defaults(func=func)
+    add_replay_dlq_parser(parser, name)
     return parser
 
 

@@ -5,23 +5,15 @@ from __future__ import annotations
 
 import argparse
 
-from pin_chessboard_pipelines.cli.arguments import (
-    add_consumer_parser,
-    add_replay_dlq_parser,
-    consumer_job_config,
-)
+from pin_chessboard_pipelines.cli.arguments import add_consumer_parser, consumer_job_config
 from pin_chessboard_pipelines.errors import SYNC_LOCK_HELD, Refused
+
+HELP = "consumer of the handbook topics; republishes the projects of a renamed region or city"
+UNTIL_IDLE_HELP = "stop once both topics are caught up and nothing is pending"
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_consumer_parser(
-        subparsers,
-        "handbook-sync",
-        "consumer of the handbook topics; republishes the projects of a renamed region or city",
-        "stop once both topics are caught up and nothing is pending",
-        _sync,
-    )
-    add_replay_dlq_parser(parser, "handbook-sync")
+    add_consumer_parser(subparsers, "handbook-sync", HELP, UNTIL_IDLE_HELP, _sync)
 
 
 def _sync(args: argparse.Namespace) -> int:

@@ -28,6 +28,8 @@ from pin_chessboard_pipelines.talent_import.request import (
 from pin_chessboard_pipelines.talent_import.result import TalentInitialImportResult
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
+# the launchpad's fields (TalentImportConfig) the command's options set, each under its own name
+CONFIG_OPTIONS = ("mode", "page_size", "project_id_filter", "dry_run", "workers", "processes")
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -35,7 +37,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--mode", default="ApiPull", help="ApiPull (default) or TopicReplay")
     parser.add_argument("--page-size", type=int, help="1..2000 (default CHESSBOARD_IMPORT_PAGE_SIZE)")
     parser.add_argument("--developer-id", help="Talent developer id: re-sync one developer")
-    parser.add_argument("--project-id", help="Talent project id: re-sync one project")
+    parser.add_argument(
+        "--project-id",
+        dest="project_id_filter",
+        metavar="PROJECT_ID",
+        help="Talent project id: re-sync one project",
+    )
     parser.add_argument("--dry-run", action="store_true", help="validate and count only, write nothing")
     parser.add_argument(
         "--workers", type=int, default=2, help="page workers (threads) per process (default 2)"
@@ -79,14 +86,7 @@ def import_command(args: argparse.Namespace) -> int:
     settings = load_settings()
     run_id = str(uuid.uuid4())  # the Dagster run id, and so the CorrelationId
     # the launchpad's config as typed; the request built from it checks it (one line, exit 2)
-    config = TalentImportConfig.model_construct(
-        mode=args.mode,
-        page_size=args.page_size,
-        project_id_filter=args.project_id,
-        dry_run=args.dry_run,
-        workers=args.workers,
-        processes=args.processes,
-    )
+    config = TalentImportConfig.model_construct(**{name: getattr(args, name) for name in CONFIG_OPTIONS})
     developer_ids = [args.developer_id] if args.developer_id else []
     request = import_request(settings, config, developer_ids, run_id)  # an invalid one: one line, exit 2
     require_talent_sync_enabled(settings)  # before DAGSTER_HOME or the embedded database is touched

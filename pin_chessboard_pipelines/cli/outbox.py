@@ -4,27 +4,19 @@ from __future__ import annotations
 
 import argparse
 
-from pin_chessboard_pipelines.cli.arguments import positive_seconds
+from pin_chessboard_pipelines.cli.arguments import add_command_group, add_time_budget, add_until_empty
 from pin_chessboard_pipelines.errors import EXIT_OK
 
 UNTIL_EMPTY_BUDGET_SECONDS = 600.0
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    outbox = subparsers.add_parser("outbox", help="the transactional outbox")
-    commands = outbox.add_subparsers(dest="outbox_command", required=True)
+    commands = add_command_group(subparsers, "outbox", "the transactional outbox")
     relay = commands.add_parser("relay", help="publish pending outbox rows to Kafka (the relay job, Dagster)")
-    relay.add_argument(
-        "--until-empty",
-        action="store_true",
-        help="keep publishing (and wait for a busy relay) until no pending row is left",
-    )
-    relay.add_argument(
-        "--time-budget",
-        type=positive_seconds,
-        default=None,
-        metavar="SECONDS",
-        help=f"give up after this long, retrying a down broker meanwhile (default 60, {UNTIL_EMPTY_BUDGET_SECONDS:.0f} "
+    add_until_empty(relay, "keep publishing (and wait for a busy relay) until no pending row is left")
+    add_time_budget(
+        relay,
+        f"give up after this long, retrying a down broker meanwhile (default 60, {UNTIL_EMPTY_BUDGET_SECONDS:.0f} "
         "with --until-empty)",
     )
     relay.set_defaults(func=_relay)

@@ -7,20 +7,15 @@ import argparse
 import json
 from typing import Any
 
-from pin_chessboard_pipelines.cli.arguments import uuid_argument
+from pin_chessboard_pipelines.cli.arguments import add_command_group, add_until_empty, uuid_argument
 from pin_chessboard_pipelines.errors import EXIT_FAILED, EXIT_OK
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    recalc = subparsers.add_parser("recalc", help="project aggregates recalc (queue, drain, runbook)")
-    commands = recalc.add_subparsers(dest="recalc_command", required=True)
+    commands = add_command_group(subparsers, "recalc", "project aggregates recalc (queue, drain, runbook)")
 
     drain = commands.add_parser("drain", help="drain due recalc rows through the recalc job (Dagster)")
-    drain.add_argument(
-        "--until-empty",
-        action="store_true",
-        help="until no due row is left (rows not yet due stay queued)",
-    )
+    add_until_empty(drain, "until no due row is left (rows not yet due stay queued)")
     drain.set_defaults(func=_drain)
 
     request = commands.add_parser("request", help="enqueue a recalc of one project (force recalc)")
@@ -88,8 +83,7 @@ def _request(args: argparse.Namespace) -> int:
             conn,
             args.project_id,
             now=args.now,
-            debounce_seconds=settings.recalc_debounce_seconds,
-            cap_seconds=settings.recalc_cap_seconds,
+            **settings.recalc_timing,
         )
     _print_json(_queue_json(row))
     return EXIT_OK
@@ -117,8 +111,7 @@ def _carry_objects(args: argparse.Namespace) -> int:
         carried = carry_left_behind_objects(
             conn,
             correlation_id=f"carry-objects-{uuid.uuid4()}",
-            debounce_seconds=settings.recalc_debounce_seconds,
-            cap_seconds=settings.recalc_cap_seconds,
+            **settings.recalc_timing,
         )
     _print_json({"carriedObjects": carried.objects, "requestedProjects": carried.projects})
     return EXIT_OK

@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from pin_chessboard_pipelines.cli.arguments import (
-    add_consumer_parser,
-    add_replay_dlq_parser,
-    consumer_job_config,
-)
+from pin_chessboard_pipelines.cli.arguments import add_consumer_parser, consumer_job_config
 from pin_chessboard_pipelines.errors import Refused
+
+HELP = "streaming consumer of the Talent topics (the sync job, Dagster; Ctrl-C stops)"
+UNTIL_IDLE_HELP = "stop once every partition is caught up"
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_consumer_parser(
-        subparsers,
-        "talent-sync",
-        "streaming consumer of the Talent topics (the sync job, Dagster; Ctrl-C stops)",
-        "stop once every partition is caught up",
-        _sync,
-    )
-    add_replay_dlq_parser(parser, "talent-sync")
+    add_consumer_parser(subparsers, "talent-sync", HELP, UNTIL_IDLE_HELP, _sync)
 
 
 def _sync(args: argparse.Namespace) -> int:

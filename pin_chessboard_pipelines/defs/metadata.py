@@ -294,14 +294,17 @@ def with_metadata_standards(defs: dg.Definitions) -> dg.Definitions:
         # beta in Dagster 1.13; the links are wanted all the same, and the definitions load warning-free
         warnings.simplefilter("ignore", dg.BetaWarning)
         linked = dg.with_source_code_references(assets)
-    return dg.Definitions(
-        assets=linked,
-        asset_checks=defs.asset_checks,
-        jobs=defs.jobs,
-        schedules=defs.schedules,
-        sensors=defs.sensors,
-        resources=defs.resources,
-        executor=defs.executor,
-        loggers=defs.loggers,
-        metadata=defs.metadata,
-    )
+    return dg.Definitions(assets=linked, **{part: getattr(defs, part) for part in _BESIDE_ASSETS})
+
+
+# what with_metadata_standards keeps of the definitions as they are
+_BESIDE_ASSETS = (
+    "asset_checks",
+    "jobs",
+    "schedules",
+    "sensors",
+    "resources",
+    "executor",
+    "loggers",
+    "metadata",
+)

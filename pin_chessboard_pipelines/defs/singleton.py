@@ -11,12 +11,21 @@ from contextlib import contextmanager
 
 import dagster as dg
 
+from pin_chessboard_pipelines.defs.declare import one_op_job
+
 # dagster.yaml limits runs with this tag to one per value (run coordinator).
 SINGLETON_TAG = "pin/singleton"
 # Tags of a job whose sensor already launches the next run when one fails: the daemon's run retries
 # (dagster.yaml `run_retries`) leave its runs alone, so a dead worker's run is followed by one run,
 # the sensor's, not by a retry beside it (docs/deployment.md#run-retries).
 NO_RUN_RETRIES = {"dagster/max_retries": "0"}
+
+
+def singleton_job(name: str, op: dg.OpDefinition, singleton_value: str, description: str) -> dg.JobDefinition:
+    """The one-op job of a sensor-started singleton: one run at a time per `singleton_value`, no run
+    retries (its sensor starts the next run)."""
+    return one_op_job(name, op, description, tags={SINGLETON_TAG: singleton_value, **NO_RUN_RETRIES})
+
 
 IN_PROGRESS = [
     dg.DagsterRunStatus.QUEUED,

@@ -83,6 +83,21 @@ class ConsumerEvents:
     relay_failed: str
     dead_letter: str
 
+    @classmethod
+    def named(cls, consumer: str, separator: str = "-") -> ConsumerEvents:
+        """`<consumer>-consumer-error`, `<consumer>-retry`, … with the consumer's word separator."""
+
+        def event(*words: str) -> str:
+            return separator.join((consumer, *words))
+
+        return cls(
+            poll_error=event("consumer", "error"),
+            retry=event("retry"),
+            commit_failed=event("commit", "failed"),
+            relay_failed=event("relay", "failed"),
+            dead_letter=event("dead", "letter"),
+        )
+
 
 class ConsumerOptions(TypedDict, total=False):
     """The keyword arguments every BatchConsumer takes (see BatchConsumer.__init__)."""

@@ -36,7 +36,7 @@ from pin_chessboard_pipelines.handbook_sync.values import (
     decode,
     newest,
 )
-from pin_chessboard_pipelines.observability.logs import counters, log_event
+from pin_chessboard_pipelines.observability.logs import counter_fields, counters, log_event
 from pin_chessboard_pipelines.observability.metrics import (
     HANDBOOK_REPUBLISH_BATCH_DURATION,
     HANDBOOK_REPUBLISHED,
@@ -54,6 +54,17 @@ log = logging.getLogger(__name__)
 
 # how a run ended, as `stopped` says it
 STOPPED = {StopReason.DONE: "idle", StopReason.TIME_BUDGET: "deadline", StopReason.CANCELLED: "stopped"}
+# the result's counters that `handbook-sync-completed` names
+COMPLETED_FIELDS = (
+    "messages",
+    "applied",
+    "skipped",
+    "failed",
+    "renamed",
+    "republished",
+    "stopped",
+    "seconds",
+)
 
 
 @dataclass
@@ -88,13 +99,7 @@ class HandbookSync(BatchConsumer[HandbookSyncResult]):
 
     name = "handbook-sync"
     lock = HANDBOOK_SYNC_LOCK
-    events = ConsumerEvents(
-        poll_error="handbook-sync-consumer-error",
-        retry="handbook-sync-retry",
-        commit_failed="handbook-sync-commit-failed",
-        relay_failed="handbook-sync-relay-failed",
-        dead_letter="handbook-sync-dead-letter",
-    )
+    events = ConsumerEvents.named("handbook-sync")
     failed = HandbookSyncFailed
     logger = log
     group_id = HANDBOOK_CONSUMER_GROUP
@@ -127,20 +132,13 @@ class HandbookSync(BatchConsumer[HandbookSyncResult]):
         result.stopped = STOPPED.get(reason, "stopped")
 
     def _completed(self, result: HandbookSyncResult) -> None:
-        log_event(
-            log,
-            logging.INFO,
-            "handbook-sync-completed",
-            CorrelationId=self.correlation_id,
-            Messages=result.messages,
-            Applied=result.applied,
-            Skipped=result.skipped,
-            Failed=result.failed,
-            Renamed=result.renamed,
-            Republished=result.republished,
-            Stopped=result.stopped,
-            Seconds=round(result.seconds, 3),
-        )
+        summary = result.as_dict()
+        fields = counter_fields({key: summary[key] for key in COMPLETED_FIELDS})
+        self._log(logging.INFO, "handbook-sync-completed", **fields)
+
+    def _log(self, level: int, event: str, **fields: Any) -> None:
+        """One log line of this run, its CorrelationId last."""
+        log_event(log, level, event, **fields, CorrelationId=self.correlation_id)
 
     # -- applying -----------------------------------------------------------------------------
 
@@ -198,37 +196,14 @@ class HandbookSync(BatchConsumer[HandbookSyncResult]):
         """The quarantined values and the renames: counted and logged, one line each."""
         for q in invalid:
             HANDBOOK_SYNC_MESSAGES.labels(q.kind.topic, "failed").inc()
-            log_event(
-                log,
-                logging.WARNING,
-                "handbook-value-quarantined",
-                Topic=q.kind.topic,
-                Key=q.key,
-                ErrorCode=SYNC_VALIDATION_FAILED,
-                CorrelationId=self.correlation_id,
-                Error=q.message,
-            )
+            where = {"Topic": q.kind.topic, "Key": q.key, "ErrorCode": SYNC_VALIDATION_FAILED}
+            self._log(logging.WARNING, "handbook-value-quarantined", **where, Error=q.message)
         for rename in renames:
             result.renamed += 1
-            result.renames.append(
-                {
-                    "kind": rename.kind.value,
-                    "id": rename.id,
-                    "name": rename.new_name,
-                    "version": rename.version,
-                }
-            )
-            log_event(
-                log,
-                logging.INFO,
-                "handbook-renamed",
-                Kind=rename.kind.value,
-                HandbookId=rename.id,
-                OldName=rename.old_name,
-                NewName=rename.new_name,
-                Version=rename.version,
-                CorrelationId=self.correlation_id,
-            )
+            kind, name, version = rename.kind.value, rename.new_name, rename.version
+            result.renames.append({"kind": kind, "id": rename.id, "name": name, "version": version})
+            item = {"Kind": kind, "HandbookId": rename.id, "OldName": rename.old_name, "NewName": name}
+            self._log(logging.INFO, "handbook-renamed", **item, Version=version)
 
     def _republish_pending(self, result: HandbookSyncResult, stopper: Stopper) -> bool:
         """Republishes every pending region / city to its end; False when stopped in between."""
@@ -269,28 +244,12 @@ class HandbookSync(BatchConsumer[HandbookSyncResult]):
         result.longest_transaction_seconds = max(result.longest_transaction_seconds, seconds)
         HANDBOOK_REPUBLISHED.labels(done.kind.value).inc(done.projects)
         HANDBOOK_REPUBLISH_BATCH_DURATION.observe(seconds)
-        log_event(
-            log,
-            logging.INFO,
-            "handbook-republish-batch",
-            Kind=done.kind.value,
-            HandbookId=done.handbook_id,
-            Projects=done.projects,
-            Batch=done.batches_total,
-            Seconds=round(seconds, 3),
-            CorrelationId=self.correlation_id,
-        )
+        item = {"Kind": done.kind.value, "HandbookId": done.handbook_id}
+        batch = {"Projects": done.projects, "Batch": done.batches_total, "Seconds": round(seconds, 3)}
+        self._log(logging.INFO, "handbook-republish-batch", **item, **batch)
         if done.finished:
-            log_event(
-                log,
-                logging.INFO,
-                "handbook-republish-completed",
-                Kind=done.kind.value,
-                HandbookId=done.handbook_id,
-                Projects=done.republished_total,
-                Batches=done.batches_total,
-                CorrelationId=self.correlation_id,
-            )
+            total = {"Projects": done.republished_total, "Batches": done.batches_total}
+            self._log(logging.INFO, "handbook-republish-completed", **item, **total)
 
     def _lag(self) -> int:
         assert self._consumer is not None and self._probe is not None

@@ -22,7 +22,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from prometheus_client.mmap_dict import mmap_key
 from prometheus_client.utils import floatToGoString
@@ -40,18 +40,19 @@ def _key(
     return mmap_key(family, sample, list(labelnames), list(labelvalues), doc)
 
 
+C = TypeVar("C")  # a metric's series
+M = TypeVar("M", bound="_Metric[Any]")  # a series' metric
+
 DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 @dataclass(frozen=True)
-class _Metric:
+class _Metric(Generic[C]):
     name: str  # as exposed: a counter's ends in _total
     documentation: str
     labelnames: tuple[str, ...] = ()
 
-    @property
-    def kind(self) -> str:
-        raise NotImplementedError
+    kind: ClassVar[str]
 
     @property
     def file_prefix(self) -> str:
@@ -68,40 +69,49 @@ class _Metric:
             raise ValueError(f"{self.name}: expected labels {list(self.labelnames)}, got {list(labelvalues)}")
         return tuple(str(v) for v in labelvalues)
 
+    def _child(self, labelvalues: tuple[str, ...]) -> C:
+        raise NotImplementedError
+
+    def labels(self, *labelvalues: object, **labelkw: object) -> C:
+        """The series of these label values (positionally or by name)."""
+        return self._child(self._values(labelvalues, labelkw))
+
+    def _unlabelled(self) -> C:
+        return self._child(self._values((), {}))
+
     def samples(self) -> tuple[str, ...]:
         """The sample names this metric exposes (what PromQL can name)."""
-        raise NotImplementedError
+        return (self.name,)
 
 
 @dataclass(frozen=True)
-class Counter(_Metric):
+class _Child(Generic[M]):
+    """One series of a metric: the metric and its label values."""
+
+    metric: M
+    labelvalues: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Counter(_Metric["_CounterChild"]):
     # label sets exposed at 0 before any process counted one: a fresh deployment's dashboard and
     # `increase()` see the series from the start (exporter.FolderCollector)
     initial: tuple[tuple[str, ...], ...] = ()
 
-    @property
-    def kind(self) -> str:
-        return "counter"
+    kind: ClassVar[str] = "counter"
 
     @property
     def family(self) -> str:
         return self.name.removesuffix("_total")
 
-    def labels(self, *labelvalues: object, **labelkw: object) -> _CounterChild:
-        return _CounterChild(self, self._values(labelvalues, labelkw))
+    def _child(self, labelvalues: tuple[str, ...]) -> _CounterChild:
+        return _CounterChild(self, labelvalues)
 
     def inc(self, amount: float = 1.0) -> None:
-        _CounterChild(self, self._values((), {})).inc(amount)
-
-    def samples(self) -> tuple[str, ...]:
-        return (self.name,)
+        self._unlabelled().inc(amount)
 
 
-@dataclass(frozen=True)
-class _CounterChild:
-    metric: Counter
-    labelvalues: tuple[str, ...]
-
+class _CounterChild(_Child[Counter]):
     def inc(self, amount: float = 1.0) -> None:
         if amount < 0:
             raise ValueError(f"{self.metric.name}: counters only go up, got {amount}")
@@ -113,18 +123,16 @@ class _CounterChild:
 
 
 @dataclass(frozen=True)
-class Histogram(_Metric):
+class Histogram(_Metric["_HistogramChild"]):
     buckets: tuple[float, ...] = DEFAULT_BUCKETS
 
-    @property
-    def kind(self) -> str:
-        return "histogram"
+    kind: ClassVar[str] = "histogram"
 
-    def labels(self, *labelvalues: object, **labelkw: object) -> _HistogramChild:
-        return _HistogramChild(self, self._values(labelvalues, labelkw))
+    def _child(self, labelvalues: tuple[str, ...]) -> _HistogramChild:
+        return _HistogramChild(self, labelvalues)
 
     def observe(self, value: float) -> None:
-        _HistogramChild(self, self._values((), {})).observe(value)
+        self._unlabelled().observe(value)
 
     def samples(self) -> tuple[str, ...]:
         return (f"{self.name}_bucket", f"{self.name}_sum", f"{self.name}_count")
@@ -133,11 +141,7 @@ class Histogram(_Metric):
         return (*self.buckets, math.inf)
 
 
-@dataclass(frozen=True)
-class _HistogramChild:
-    metric: Histogram
-    labelvalues: tuple[str, ...]
-
+class _HistogramChild(_Child[Histogram]):
     def observe(self, value: float) -> None:
         m = self.metric
         # every bucket is written (0 where the value does not fall) so that +Inf and the empty
@@ -165,38 +169,29 @@ def _histogram_keys(m: Histogram, labelvalues: tuple[str, ...]) -> tuple[tuple[s
 
 
 @dataclass(frozen=True)
-class Gauge(_Metric):
+class Gauge(_Metric["_GaugeChild"]):
     # only modes a crash cannot leave wrong: "max" for timestamps, "livemax" for values that vanish
     # with their process (samples.LIVE_SECONDS after it stopped refreshing them)
     mode: str = "livemax"
+
+    kind: ClassVar[str] = "gauge"
 
     def __post_init__(self) -> None:
         if self.mode not in ("max", "livemax"):
             raise ValueError(f"{self.name}: gauge mode {self.mode!r} is neither max nor livemax")
 
     @property
-    def kind(self) -> str:
-        return "gauge"
-
-    @property
     def file_prefix(self) -> str:
         return f"gauge_{self.mode}"
 
-    def labels(self, *labelvalues: object, **labelkw: object) -> _GaugeChild:
-        return _GaugeChild(self, self._values(labelvalues, labelkw))
+    def _child(self, labelvalues: tuple[str, ...]) -> _GaugeChild:
+        return _GaugeChild(self, labelvalues)
 
     def set(self, value: float) -> None:
-        _GaugeChild(self, self._values((), {})).set(value)
-
-    def samples(self) -> tuple[str, ...]:
-        return (self.name,)
+        self._unlabelled().set(value)
 
 
-@dataclass(frozen=True)
-class _GaugeChild:
-    metric: Gauge
-    labelvalues: tuple[str, ...]
-
+class _GaugeChild(_Child[Gauge]):
     def set(self, value: float) -> None:
         m = self.metric
         key = _key(m.name, m.name, m.labelnames, self.labelvalues, m.documentation)
@@ -210,20 +205,21 @@ def _product(*values: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     return tuple(itertools.product(*values))
 
 
+def _by_stage(name: str, documentation: str, **labels: tuple[str, ...]) -> Counter:
+    """A counter by entity stage and `labels`, each of its series exposed at 0 from the start."""
+    return Counter(name, documentation, ("stage", *labels), initial=_product(_STAGES, *labels.values()))
+
+
 # -- talent-initial-import (docs/talent-initial-import.md#metrics-logs-and-alerts) -------------
 # chessboard_import_running and chessboard_import_throughput_items_per_sec are store gauges
 # (exporter.STORE_GAUGES): a killed import must not leave them at 1 / its last value.
-IMPORT_PAGES = Counter(
+IMPORT_PAGES = _by_stage(
     "chessboard_import_pages_total",
     "Import pages by stage and status (Failed: once, when a page fails for good)",
-    ("stage", "status"),
-    initial=_product(_STAGES, ("Planned", "Done", "Failed")),
+    status=("Planned", "Done", "Failed"),
 )
-IMPORT_PAGE_RETRIES = Counter(
-    "chessboard_import_page_retries_total",
-    "Failed attempts of an import page (or listing read) that are retried",
-    ("stage",),
-    initial=_product(_STAGES),
+IMPORT_PAGE_RETRIES = _by_stage(
+    "chessboard_import_page_retries_total", "Retried failed attempts of an import page (or listing read)"
 )
 IMPORT_ITEMS = Counter(
     "chessboard_import_items_total",
@@ -275,14 +271,14 @@ RECALC_REPUBLISHED = Counter(
     ("entity",),
     initial=(("project",), ("layout",), ("layout_group",)),
 )
+RECALC_POISON = Counter(
+    "chessboard_recalc_poison_total",
+    "Queue rows that reached the poison threshold (CHESSBOARD_RECALC_POISON)",
+)
 RECALC_LAG = Histogram(
     "chessboard_recalc_event_lag_seconds",
     "From the first request of a queue row to the commit of its recalc",
     buckets=(1, 5, 10, 20, 30, 40, 60, 120, 300, 600),
-)
-RECALC_POISON = Counter(
-    "chessboard_recalc_poison_total",
-    "Queue rows that reached the poison threshold (CHESSBOARD_RECALC_POISON)",
 )
 RECALC_TICKS = Counter("chessboard_recalc_ticks_total", "Evaluations of the recalc drain sensor")
 RECALC_LAST_TICK = Gauge(
@@ -298,11 +294,10 @@ OUTBOX_PUBLISHED = Counter(
 OUTBOX_PUBLISH_ERRORS = Counter("chessboard_outbox_publish_errors_total", "Failed relay attempts")
 
 # -- talent-sync, the streaming consumer (docs/talent-source.md#streaming-sync) ---------------
-TALENT_SYNC_MESSAGES = Counter(
+TALENT_SYNC_MESSAGES = _by_stage(
     "chessboard_talent_sync_messages_total",
     "Talent topic messages applied by the streaming sync, by stage and result",
-    ("stage", "result"),
-    initial=_product(_STAGES, ("applied", "skipped", "failed")),
+    result=("applied", "skipped", "failed"),
 )
 TALENT_SYNC_LAG = Gauge(
     "chessboard_talent_sync_lag_messages",

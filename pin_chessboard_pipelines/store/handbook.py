@@ -15,15 +15,21 @@ COUNTRIES = [
     {"id": 360, "name": "Индонезия", "iso_code": "IDN"},
 ]
 
+# regions are Russian federal subjects (docs/talent-source.md): a region new to the replica is Russia's
+REGION_COUNTRY_ID = 643
+
 REGIONS = [
-    {"id": 16, "country_id": 643, "name": "Республика Татарстан"},
-    {"id": 23, "country_id": 643, "name": "Краснодарский край"},
-    {"id": 39, "country_id": 643, "name": "Калининградская область"},
-    {"id": 50, "country_id": 643, "name": "Московская область"},
-    {"id": 54, "country_id": 643, "name": "Новосибирская область"},
-    {"id": 66, "country_id": 643, "name": "Свердловская область"},
-    {"id": 77, "country_id": 643, "name": "Москва"},
-    {"id": 78, "country_id": 643, "name": "Санкт-Петербург"},
+    {"id": region_id, "country_id": REGION_COUNTRY_ID, "name": name}
+    for region_id, name in {
+        16: "Республика Татарстан",
+        23: "Краснодарский край",
+        39: "Калининградская область",
+        50: "Московская область",
+        54: "Новосибирская область",
+        66: "Свердловская область",
+        77: "Москва",
+        78: "Санкт-Петербург",
+    }.items()
 ]
 
 CITIES = [
@@ -50,5 +56,3 @@ REGIONS_TOPIC = "pin.handbook.regions.v1"  # {id, name, version}
 CITIES_TOPIC = "pin.handbook.cities.v1"  # {id, regionId, name, version}
 HANDBOOK_TOPICS = (REGIONS_TOPIC, CITIES_TOPIC)
 HANDBOOK_CONSUMER_GROUP = "pin-chessboard-handbook-sync"
-# regions are Russian federal subjects (docs/talent-source.md): a region new to the replica is Russia's
-REGION_COUNTRY_ID = 643

@@ -51,8 +51,7 @@ class ImportOptions:
         values: dict[str, Any] = {
             "lease_seconds": settings.import_lease_seconds,
             "lock_timeout_seconds": settings.import_lock_timeout_seconds,
-            "debounce_seconds": settings.recalc_debounce_seconds,
-            "cap_seconds": settings.recalc_cap_seconds,
+            **settings.recalc_timing,
             "page_retry_seconds": settings.import_page_retry_seconds,
         }
         values.update(overrides)

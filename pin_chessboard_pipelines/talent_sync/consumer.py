@@ -82,13 +82,7 @@ class TalentSync(BatchConsumer[SyncResult]):
 
     name = "talent-sync"
     lock = TALENT_SYNC_LOCK
-    events = ConsumerEvents(
-        poll_error="talent_sync_consumer_error",
-        retry="talent_sync_retry",
-        commit_failed="talent_sync_commit_failed",
-        relay_failed="talent_sync_relay_failed",
-        dead_letter="talent_sync_dead_letter",
-    )
+    events = ConsumerEvents.named("talent_sync", "_")
     failed = SyncFailed
     logger = log
     group_id = CONSUMER_GROUP

@@ -13,12 +13,12 @@ from pin_chessboard_pipelines.definitions import build_definitions
 from pin_chessboard_pipelines.defs.handbook_sync.definitions import (
     JOB_NAME,
     OP_NAME,
-    SINGLETON_TAG,
     definitions,
     handbook_sync,
     handbook_sync_sensor,
 )
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.defs.singleton import SINGLETON_TAG
 from pin_chessboard_pipelines.handbook_sync import HandbookSync
 from pin_chessboard_pipelines.handbook_sync import store as handbook_store
 from pin_chessboard_pipelines.handbook_sync.values import HandbookValue, Kind

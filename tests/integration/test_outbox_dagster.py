@@ -17,13 +17,13 @@ from pin_chessboard_pipelines.defs.outbox.definitions import (
     JOB_NAME,
     LAG_CHECK,
     OP_NAME,
-    SINGLETON_TAG,
     definitions,
     outbox_lag_check,
     outbox_relay,
     outbox_relay_sensor,
 )
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.defs.singleton import SINGLETON_TAG
 from pin_chessboard_pipelines.events.outbox import OutboxEvent, pending_summary, write_outbox
 from pin_chessboard_pipelines.events.payloads import DEVELOPER_UPSERTED
 from pin_chessboard_pipelines.events.reference_consumer import read_events

@@ -10,10 +10,10 @@ import pytest
 
 from pin_chessboard_pipelines.cli import main
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
+from pin_chessboard_pipelines.defs.singleton import SINGLETON_TAG
 from pin_chessboard_pipelines.defs.talent_sync.definitions import (
     JOB_NAME,
     OP_NAME,
-    SINGLETON_TAG,
     definitions,
     talent_sync,
     talent_sync_sensor,

@@ -29,6 +29,7 @@ from pin_chessboard_pipelines.analytics.store import (
     recorded_at,
 )
 from pin_chessboard_pipelines.defs.analytics.io_manager import DailyTableIOManager
+from pin_chessboard_pipelines.defs.declare import utc_schedule
 from pin_chessboard_pipelines.defs.metadata import (
     COLUMN_SCHEMA_KEY,
     OWNERS_BY_GROUP,
@@ -214,17 +215,18 @@ project_inventory_daily_job = dg.define_asset_job(
 )
 
 
-@dg.schedule(
-    name=SCHEDULE_NAME,
-    job=project_inventory_daily_job,
-    cron_schedule="50 23 * * *",
-    execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Every day at 23:50 UTC: today's partition, the replica's state at the end of the day.",
-)
-def project_inventory_daily_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+def _inventory_run(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
     day = context.scheduled_execution_time.astimezone(UTC).date().isoformat()
     return dg.RunRequest(run_key=f"inventory:{day}", partition_key=day)
+
+
+project_inventory_daily_schedule = utc_schedule(
+    SCHEDULE_NAME,
+    project_inventory_daily_job,
+    "50 23 * * *",
+    "Every day at 23:50 UTC: today's partition, the replica's state at the end of the day.",
+    execution_fn=_inventory_run,
+)
 
 
 def definitions() -> dg.Definitions:

@@ -8,6 +8,7 @@ import dagster as dg
 from pydantic import Field
 
 from pin_chessboard_pipelines.defs.dead_letters.listing import list_dead_letters_job
+from pin_chessboard_pipelines.defs.declare import one_op_job
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import graceful_interrupts
 from pin_chessboard_pipelines.errors import ChessboardError
@@ -40,8 +41,7 @@ def _applier(consumer: Consumer, chessboard: ChessboardResource, servers: str, r
     return TalentSync(
         chessboard.engine,
         servers,
-        debounce_seconds=settings.recalc_debounce_seconds,
-        cap_seconds=settings.recalc_cap_seconds,
+        **settings.recalc_timing,
         correlation_id=run_id,
         relay_events=False,
     )
@@ -70,14 +70,12 @@ def replay_dead_letter_messages(
     return dg.Output(None, metadata={"summary": dg.MetadataValue.json(summary)})
 
 
-@dg.job(
-    name=JOB_NAME,
-    description="The dead letters of talent-sync or handbook-sync applied again once their cause is fixed; "
+replay_dead_letters_job = one_op_job(
+    JOB_NAME,
+    replay_dead_letter_messages,
+    "The dead letters of talent-sync or handbook-sync applied again once their cause is fixed; "
     "the ones that still fail go back to the end of the dead-letter topic.",
-    executor_def=dg.in_process_executor,
 )
-def replay_dead_letters_job() -> None:
-    replay_dead_letter_messages()
 
 
 def definitions() -> dg.Definitions:

@@ -9,6 +9,7 @@ from typing import Literal
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines.defs.declare import one_op_job
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.events.dead_letter_listing import (
     CONSUMER_GROUPS,
@@ -63,11 +64,9 @@ def list_waiting_dead_letters(
     return dg.Output(None, metadata=metadata)
 
 
-@dg.job(
-    name=JOB_NAME,
-    description="The dead letters of talent-sync and handbook-sync waiting to be replayed: key, origin "
+list_dead_letters_job = one_op_job(
+    JOB_NAME,
+    list_waiting_dead_letters,
+    "The dead letters of talent-sync and handbook-sync waiting to be replayed: key, origin "
     "topic/partition/offset, error and age, in the run's metadata (a table) and log; reads only.",
-    executor_def=dg.in_process_executor,
 )
-def list_dead_letters_job() -> None:
-    list_waiting_dead_letters()

@@ -6,17 +6,16 @@ Thin shell over handbook_sync/ (docs/store.md#handbook-sync). `pin-chessboard ha
 the same job.
 """
 
-import json
 import time
 
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines.defs.consumers import ConsumerConfig, consume, result_metadata
+from pin_chessboard_pipelines.defs.declare import SensorTick, running_sensor
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import (
-    NO_RUN_RETRIES,
-    SINGLETON_TAG,
-    graceful_interrupts,
+    singleton_job,
     singleton_run_request,
     skip_while_active,
 )
@@ -28,15 +27,17 @@ from pin_chessboard_pipelines.handbook_sync import (
     handbook_sync_running,
     republish_pending,
 )
-from pin_chessboard_pipelines.retry import sync_policy
 from pin_chessboard_pipelines.store.handbook import CITIES_TOPIC, REGIONS_TOPIC
 
 JOB_NAME = "handbook_sync"
+JOB_DESCRIPTION = (
+    "handbook-sync: pin.handbook.regions.v1 / cities.v1 into the handbook replica, and the "
+    "republish of the projects of a renamed region or city."
+)
 OP_NAME = "consume_handbook_topics"
 SENSOR_NAME = "handbook_sync_sensor"
 SINGLETON_VALUE = "handbook-sync"
 TICK_SECONDS = 30
-DEFAULT_TIME_BUDGET_SECONDS = 600.0
 HANDBOOK_GROUP = "handbook"
 HANDBOOK_REPLICA_ASSET = "handbook_replica"
 SOURCE_KEYS = {
@@ -67,33 +68,22 @@ HANDBOOK_REPLICA = dg.AssetSpec(
 )
 
 
-class HandbookSyncConfig(dg.Config):
+class HandbookSyncConfig(ConsumerConfig):
     until_idle: bool = Field(
         default=True, description="End the run once both topics are caught up and no republish is pending."
-    )
-    time_budget_seconds: float | None = Field(
-        default=DEFAULT_TIME_BUDGET_SECONDS, description="End the run after this long; null = until stopped."
     )
     republish_batch_size: int = Field(
         default=500, ge=1, le=10_000, description="Projects per republish transaction."
     )
-    bootstrap_servers: str | None = Field(default=None, description="Overrides KAFKA_BOOTSTRAP_SERVERS.")
+
+
+# the result's counts in the run's metadata
+COUNTS = ("messages", "applied", "skipped", "failed", "renamed", "republished", "republish_batches")
 
 
 def _metadata(result: HandbookSyncResult) -> dict[str, dg.MetadataValue]:
-    return {
-        "messages": dg.MetadataValue.int(result.messages),
-        "applied": dg.MetadataValue.int(result.applied),
-        "skipped": dg.MetadataValue.int(result.skipped),
-        "failed": dg.MetadataValue.int(result.failed),
-        "renamed": dg.MetadataValue.int(result.renamed),
-        "republished": dg.MetadataValue.int(result.republished),
-        "republish_batches": dg.MetadataValue.int(result.republish_batches),
-        "longest_transaction_seconds": dg.MetadataValue.float(round(result.longest_transaction_seconds, 3)),
-        "duration_seconds": dg.MetadataValue.float(round(result.seconds, 3)),
-        "stopped": dg.MetadataValue.text(result.stopped),
-        "summary": dg.MetadataValue.json(result.as_dict()),
-    }
+    longest = dg.MetadataValue.float(round(result.longest_transaction_seconds, 3))
+    return result_metadata(result, COUNTS, result.stopped, longest_transaction_seconds=longest)
 
 
 @dg.op(name=OP_NAME, out=dg.Out(dg.Nothing))
@@ -101,19 +91,9 @@ def consume_handbook_topics(
     context: dg.OpExecutionContext, config: HandbookSyncConfig, chessboard: ChessboardResource
 ) -> dg.Output:
     """Applies the handbook topics to the replica and republishes the projects of what was renamed."""
-    settings = chessboard.settings
-    sync = HandbookSync(
-        chessboard.engine,
-        config.bootstrap_servers or settings.kafka_bootstrap_servers,
-        republish_batch_size=config.republish_batch_size,
-        correlation_id=context.run_id,
-        policy=sync_policy(settings.import_page_retry_seconds),
+    result = consume(
+        context, config, chessboard, HandbookSync, republish_batch_size=config.republish_batch_size
     )
-    with graceful_interrupts() as interrupted:
-        result = sync.run(
-            until_idle=config.until_idle, max_seconds=config.time_budget_seconds, should_stop=interrupted
-        )
-    context.log.info(f"handbook-sync: {json.dumps(result.as_dict(), ensure_ascii=False)}")
     if result.applied or result.republished:
         context.log_event(
             dg.AssetMaterialization(
@@ -122,33 +102,16 @@ def consume_handbook_topics(
                 metadata=_metadata(result),
             )
         )
-    if result.published:
-        chessboard.log_published(context, result.published, result.seconds, "handbook-sync fast path")
     return dg.Output(None, metadata=_metadata(result))
 
 
-@dg.job(
-    name=JOB_NAME,
-    description="handbook-sync: pin.handbook.regions.v1 / cities.v1 into the handbook replica, and the "
-    "republish of the projects of a renamed region or city.",
-    executor_def=dg.in_process_executor,
-    tags={SINGLETON_TAG: SINGLETON_VALUE, **NO_RUN_RETRIES},
-)
-def handbook_sync() -> None:
-    consume_handbook_topics()
+handbook_sync = singleton_job(JOB_NAME, consume_handbook_topics, SINGLETON_VALUE, JOB_DESCRIPTION)
 
 
-@dg.sensor(
-    name=SENSOR_NAME,
-    job_name=JOB_NAME,
-    minimum_interval_seconds=TICK_SECONDS,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Every 30 s: starts handbook-sync when the handbook topics hold uncommitted messages "
-    "or a republish is unfinished.",
-)
-def handbook_sync_sensor(
-    context: dg.SensorEvaluationContext, chessboard: ChessboardResource
-) -> dg.SensorResult | dg.SkipReason:
+@running_sensor(SENSOR_NAME, TICK_SECONDS, job_name=JOB_NAME)
+def handbook_sync_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource) -> SensorTick:
+    """Every 30 s: starts handbook-sync when the handbook topics hold uncommitted messages or a
+    republish is unfinished."""
     busy = skip_while_active(context, JOB_NAME, "handbook-sync run")
     if busy:
         return busy

@@ -13,6 +13,7 @@ import dagster as dg
 from pydantic import Field
 
 from pin_chessboard_pipelines import entities
+from pin_chessboard_pipelines.defs.declare import SensorTick, running_sensor
 from pin_chessboard_pipelines.defs.resources import (
     EVENTS_ASSET,
     LAG_CHECK,
@@ -21,9 +22,8 @@ from pin_chessboard_pipelines.defs.resources import (
     lag_evaluation,
 )
 from pin_chessboard_pipelines.defs.singleton import (
-    NO_RUN_RETRIES,
-    SINGLETON_TAG,
     graceful_interrupts,
+    singleton_job,
     singleton_run_request,
     skip_while_active,
 )
@@ -37,6 +37,7 @@ from pin_chessboard_pipelines.events.relay import (
 )
 
 JOB_NAME = "outbox_relay"
+JOB_DESCRIPTION = "Outbox relay: publishes chessboard.outbox_messages rows to the pin.chessboard topics."
 OP_NAME = "relay_outbox"
 SENSOR_NAME = "outbox_relay_sensor"
 PURGE_SCHEDULE_NAME = "outbox_relay_and_purge_hourly"
@@ -152,26 +153,12 @@ def relay_outbox(
     return dg.Output(None, metadata=metadata)
 
 
-@dg.job(
-    name=JOB_NAME,
-    description="Outbox relay: publishes chessboard.outbox_messages rows to the pin.chessboard topics.",
-    executor_def=dg.in_process_executor,
-    tags={SINGLETON_TAG: SINGLETON_VALUE, **NO_RUN_RETRIES},
-)
-def outbox_relay() -> None:
-    relay_outbox()
+outbox_relay = singleton_job(JOB_NAME, relay_outbox, SINGLETON_VALUE, JOB_DESCRIPTION)
 
 
-@dg.sensor(
-    name=SENSOR_NAME,
-    job_name=JOB_NAME,
-    minimum_interval_seconds=TICK_SECONDS,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Every 5 s: requests a relay run when rows the fast path left are pending and none runs.",
-)
-def outbox_relay_sensor(
-    context: dg.SensorEvaluationContext, chessboard: ChessboardResource
-) -> dg.SensorResult | dg.SkipReason:
+@running_sensor(SENSOR_NAME, TICK_SECONDS, job_name=JOB_NAME)
+def outbox_relay_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource) -> SensorTick:
+    """Every 5 s: requests a relay run when rows the fast path left are pending and none runs."""
     summary = pending_summary(chessboard.engine)
     backlog, age = int(summary["backlog"]), summary["oldest_age_seconds"]
     if backlog == 0:

@@ -2,6 +2,7 @@
 audit of the stored aggregates against their formulas and the poison rows, evaluated by each drain
 that materializes the aggregates and hourly by their own job."""
 
+from collections.abc import Mapping
 from typing import Any
 
 import dagster as dg
@@ -31,15 +32,24 @@ AUDIT_CHECK = "aggregates_match_formulas"
 POISON_CHECK = "no_poison_recalc_rows"
 
 
-def poison_evaluation(rows: list[dict]) -> dg.AssetCheckEvaluation:
+def _evaluation(
+    check_name: str, failure: str | None, metadata: Mapping[str, dg.MetadataValue]
+) -> dg.AssetCheckEvaluation:
+    """An evaluation of a check of the aggregates (every one an ERROR): passed unless `failure`
+    says what is wrong."""
     return dg.AssetCheckEvaluation(
         asset_key=AGGREGATES.key,
-        check_name=POISON_CHECK,
-        passed=not rows,
+        check_name=check_name,
+        passed=failure is None,
         severity=dg.AssetCheckSeverity.ERROR,
-        description=None if not rows else f"{RECALC_POISON}: {len(rows)} recalc row(s) kept for the runbook",
-        metadata=_poison_metadata(rows),
+        description=failure,
+        metadata=metadata,
     )
+
+
+def poison_evaluation(rows: list[dict]) -> dg.AssetCheckEvaluation:
+    failure = f"{RECALC_POISON}: {len(rows)} recalc row(s) kept for the runbook" if rows else None
+    return _evaluation(POISON_CHECK, failure, _poison_metadata(rows))
 
 
 def _poison_metadata(rows: list[dict]) -> dict[str, dg.MetadataValue]:
@@ -87,20 +97,14 @@ def audit_evaluation(conn: Any) -> dg.AssetCheckEvaluation:
     by_entity: dict[str, int] = {}
     for d in divergences:
         by_entity[d.entity] = by_entity.get(d.entity, 0) + 1
-    return dg.AssetCheckEvaluation(
-        asset_key=AGGREGATES.key,
-        check_name=AUDIT_CHECK,
-        passed=not divergences,
-        severity=dg.AssetCheckSeverity.ERROR,
-        description=None if not divergences else f"{len(divergences)} divergence(s)",
-        metadata={
-            "divergences": dg.MetadataValue.int(len(divergences)),
-            "pending": dg.MetadataValue.int(len(found) - len(divergences)),
-            "projects_with_divergences": dg.MetadataValue.int(len({d.project_id for d in divergences})),
-            "by_entity": dg.MetadataValue.json(by_entity),
-            "sample": dg.MetadataValue.json([d.as_dict() for d in divergences[:50]]),
-        },
-    )
+    metadata = {
+        "divergences": dg.MetadataValue.int(len(divergences)),
+        "pending": dg.MetadataValue.int(len(found) - len(divergences)),
+        "projects_with_divergences": dg.MetadataValue.int(len({d.project_id for d in divergences})),
+        "by_entity": dg.MetadataValue.json(by_entity),
+        "sample": dg.MetadataValue.json([d.as_dict() for d in divergences[:50]]),
+    }
+    return _evaluation(AUDIT_CHECK, f"{len(divergences)} divergence(s)" if divergences else None, metadata)
 
 
 @dg.asset_check(

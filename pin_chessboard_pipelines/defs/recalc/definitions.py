@@ -17,6 +17,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines.defs.declare import SensorTick, running_sensor
 from pin_chessboard_pipelines.defs.fan_out import (
     concurrent_steps_config,
     start_workers,
@@ -255,19 +256,12 @@ def recalc_job(resource_defs: dict[str, Any] | None = None) -> dg.JobDefinition:
     return project_aggregates_recalc
 
 
-@dg.sensor(
-    name=SENSOR_NAME,
-    job_name=JOB_NAME,
-    minimum_interval_seconds=TICK_SECONDS,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description=(
-        "Every 5 s: keeps one long-lived drain run alive while recalc rows are queued, starting the "
-        "next time slot's run ahead of the current one's end (CHESSBOARD_RECALC_DRAIN_*)."
-    ),
-)
+@running_sensor(SENSOR_NAME, TICK_SECONDS, job_name=JOB_NAME)
 def project_aggregates_recalc_sensor(
     context: dg.SensorEvaluationContext, chessboard: ChessboardResource
-) -> dg.SensorResult | dg.SkipReason:
+) -> SensorTick:
+    """Every 5 s: keeps one long-lived drain run alive while recalc rows are queued, starting the next
+    time slot's run ahead of the current one's end (CHESSBOARD_RECALC_DRAIN_*)."""
     now = time.time()
     metrics.RECALC_TICKS.inc()
     metrics.RECALC_LAST_TICK.set(now)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines.defs.declare import one_op_job, utc_schedule
 from pin_chessboard_pipelines.defs.handbook_sync.definitions import JOB_NAME as HANDBOOK_SYNC_JOB
 from pin_chessboard_pipelines.defs.outbox.definitions import JOB_NAME as RELAY_JOB
 from pin_chessboard_pipelines.defs.recalc.checks import AUDIT_JOB_NAME
@@ -80,22 +81,18 @@ def delete_old_runs(
     )
 
 
-@dg.job(
-    name=JOB_NAME,
-    description="Deletes old runs of the recalc, relay, sync and audit jobs; import runs are kept.",
-    executor_def=dg.in_process_executor,
+run_history_retention = one_op_job(
+    JOB_NAME,
+    delete_old_runs,
+    "Deletes old runs of the recalc, relay, sync and audit jobs; import runs are kept.",
 )
-def run_history_retention() -> None:
-    delete_old_runs()
 
 
-run_history_retention_daily = dg.ScheduleDefinition(
-    name=SCHEDULE_NAME,
-    job=run_history_retention,
-    cron_schedule="23 3 * * *",
-    execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Daily: deletes runs of the high-frequency jobs older than CHESSBOARD_RUN_RETENTION_DAYS.",
+run_history_retention_daily = utc_schedule(
+    SCHEDULE_NAME,
+    run_history_retention,
+    "23 3 * * *",
+    "Daily: deletes runs of the high-frequency jobs older than CHESSBOARD_RUN_RETENTION_DAYS.",
 )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines.defs.declare import SensorTick, one_op_job, running_sensor
 from pin_chessboard_pipelines.defs.metadata import TABLE_NAME_KEY, table_name
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.errors import ChessboardError, Refused
@@ -99,9 +100,7 @@ def status_metadata(status: RecalcStatus) -> dict[str, dg.MetadataValue]:
         "due": dg.MetadataValue.int(queue.due),
         "held": dg.MetadataValue.int(status.held),
         "poison": dg.MetadataValue.int(queue.poison),
-        "next_due_at": dg.MetadataValue.text(
-            "-" if queue.next_due_at is None else queue.next_due_at.isoformat(timespec="seconds")
-        ),
+        "next_due_at": dg.MetadataValue.text(_next_due_at(status)),
         "requested_events": dg.MetadataValue.int(queue.requested),
         "oldest_rows": oldest_rows_table(status),
     }
@@ -127,6 +126,11 @@ OLDEST_ROWS_SCHEMA = dg.TableSchema(
         dg.TableColumn("project_id", "string", description="PIN id"),
     ]
 )
+
+
+def _next_due_at(status: RecalcStatus) -> str:
+    due_at = status.queue.next_due_at
+    return "-" if due_at is None else due_at.isoformat(timespec="seconds")
 
 
 def _utc(moment: datetime) -> str:
@@ -199,20 +203,17 @@ def _force_recalc(
             conn,
             project.id,
             now=config.due_now,
-            debounce_seconds=settings.recalc_debounce_seconds,
-            cap_seconds=settings.recalc_cap_seconds,
+            **settings.recalc_timing,
         )
-    log_event(
-        context.log,
-        logging.INFO,
-        "recalc-requested",
-        ProjectId=project.id,
-        Project=project.name,
-        DueAt=row["due_at"].isoformat(timespec="seconds"),
-        RequestedCount=row["requested_count"],
-        CorrelationId=context.run_id,
-    )
+    due_at = row["due_at"].isoformat(timespec="seconds")
+    _log_change(context, "recalc-requested", project, DueAt=due_at, RequestedCount=row["requested_count"])
     return _row_metadata(project, row)
+
+
+def _log_change(context: dg.OpExecutionContext, event: str, project: ProjectRef, **fields: Any) -> None:
+    """A step's one line about the project it changed, under the run's CorrelationId."""
+    named = {"ProjectId": project.id, "Project": project.name}
+    log_event(context.log, logging.INFO, event, **named, **fields, CorrelationId=context.run_id)
 
 
 def _nothing_to_reset(typed: str | None, queued: dict[str, Any] | None, poison_attempts: int) -> str:
@@ -246,15 +247,9 @@ def _reset_poison(
             "project_id": dg.MetadataValue.text(str(project.id)),
             "reset": dg.MetadataValue.bool(False),
         }
-    log_event(
-        context.log,
-        logging.INFO,
-        "recalc-poison-reset",
-        ProjectId=project.id,
-        Project=project.name,
-        AttemptCount=before["attempt_count"],
-        LastError=before["last_error"] or "-",
-        CorrelationId=context.run_id,
+    last_error = before["last_error"] or "-"
+    _log_change(
+        context, "recalc-poison-reset", project, AttemptCount=before["attempt_count"], LastError=last_error
     )
     return {
         **_row_metadata(project, row),
@@ -334,16 +329,8 @@ def _status_materialization(
     with chessboard.engine.connect() as conn:
         status = recalc_status(conn, chessboard.settings.recalc_poison_attempts)
     queue = status.queue
-    log_event(
-        context.log,
-        logging.INFO,
-        "recalc-status",
-        QueueDepth=queue.depth,
-        Due=queue.due,
-        Held=status.held,
-        Poison=queue.poison,
-        NextDueAt="-" if queue.next_due_at is None else queue.next_due_at.isoformat(timespec="seconds"),
-    )
+    counts = {"QueueDepth": queue.depth, "Due": queue.due, "Held": status.held, "Poison": queue.poison}
+    log_event(context.log, logging.INFO, "recalc-status", **counts, NextDueAt=_next_due_at(status))
     return dg.AssetMaterialization(asset_key=STATUS_ASSET, metadata=status_metadata(status))
 
 
@@ -351,18 +338,10 @@ QUEUE_SENSOR = "recalc_queue_sensor"
 QUEUE_SENSOR_SECONDS = 10
 
 
-@dg.sensor(
-    name=QUEUE_SENSOR,
-    minimum_interval_seconds=QUEUE_SENSOR_SECONDS,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description=(
-        "Every 10 s: records the recalc queue's status on `recalc_queue` when it changed (depth, due, "
-        "held, poison, next DueAt, the oldest rows due or not); no run."
-    ),
-)
-def recalc_queue_sensor(
-    context: dg.SensorEvaluationContext, chessboard: ChessboardResource
-) -> dg.SensorResult | dg.SkipReason:
+@running_sensor(QUEUE_SENSOR, QUEUE_SENSOR_SECONDS)
+def recalc_queue_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource) -> SensorTick:
+    """Every 10 s: records the recalc queue's status on `recalc_queue` when it changed (depth, due,
+    held, poison, next DueAt, the oldest rows due or not); no run."""
     with chessboard.engine.connect() as conn:
         status = recalc_status(conn, chessboard.settings.recalc_poison_attempts)
     fingerprint = status_fingerprint(status)
@@ -374,16 +353,14 @@ def recalc_queue_sensor(
     )
 
 
-@dg.job(
-    name=JOB_NAME,
-    description=(
+recalc_runbook = one_op_job(
+    JOB_NAME,
+    recalc_runbook_step,
+    (
         "The recalc runbook by clicks: force recalc, reset poison or audit one project (by Talent id, "
         "PIN id or name), or all; every run records the queue's status on recalc_queue."
     ),
-    executor_def=dg.in_process_executor,
 )
-def recalc_runbook() -> None:
-    recalc_runbook_step()
 
 
 def definitions() -> dg.Definitions:

@@ -13,9 +13,10 @@ executor; a run holds no other. Every step rebuilds its session from the databas
 
 import inspect
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import dagster as dg
 
@@ -291,18 +292,25 @@ def _stage_ops(
     name = asset_name(stage)
     op_tags = {"pin/stage": stage.stage}
 
-    @dg.op(
-        name=f"{name}_plan",
+    def yielding_op(step: str, events: Callable[..., Iterator[Any]], **op: Any) -> dg.OpDefinition:
+        """The stage's op `<name>_<step>` whose events are `events(stage, …)`'s."""
+
+        def compute(
+            context: dg.AssetExecutionContext,
+            chessboard: ChessboardResource,
+            talent_import: TalentImportConfig,
+        ):
+            yield from events(stage, context, chessboard, talent_import)
+
+        return dg.op(name=f"{name}_{step}", pool=POOL, tags=op_tags, **op)(compute)
+
+    plan = yielding_op(
+        "plan",
+        _plan,
         ins=upstream,
         out=worker_out(f"One per process of stage {stage.stage}: starts its page step"),
-        pool=POOL,
-        tags=op_tags,
         description=f"Joins (or starts/resumes) the import run; starts a page step per process of stage {stage.stage}",
     )
-    def plan(
-        context: dg.AssetExecutionContext, chessboard: ChessboardResource, talent_import: TalentImportConfig
-    ):
-        yield from _plan(stage, context, chessboard, talent_import)
 
     @dg.op(
         name=f"{name}_pages",
@@ -322,19 +330,13 @@ def _stage_ops(
     ) -> None:
         _work(stage, worker_index(context), context, chessboard, talent_import)
 
-    @dg.op(
-        name=f"{name}_barrier",
+    barrier = yielding_op(
+        "barrier",
+        _barrier,
         ins={"pages": dg.In(dg.Nothing)},
         out={"result": dg.Out(dg.Nothing), _check_output(key): dg.Out(dg.Nothing, is_required=False)},
-        pool=POOL,
-        tags=op_tags,
         description=f"Stage {stage.stage}'s barrier: every page Done; the materialization and its check",
     )
-    def barrier(
-        context: dg.AssetExecutionContext, chessboard: ChessboardResource, talent_import: TalentImportConfig
-    ):
-        yield from _barrier(stage, context, chessboard, talent_import)
-
     return plan, pages, barrier
 
 

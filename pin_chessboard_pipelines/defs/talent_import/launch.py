@@ -145,8 +145,7 @@ class ImportLauncher:
         fail_runs_of_gone_imports(  # a killed import's run is not running; its held requests are released
             self.instance,
             self.engine,
-            debounce_seconds=settings.recalc_debounce_seconds,
-            cap_seconds=settings.recalc_cap_seconds,
+            **settings.recalc_timing,
         )
         holding = wait_for_import_pool(self.instance, settings.import_lock_timeout_seconds)
         if holding:

@@ -10,6 +10,7 @@ import uuid
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines.defs.declare import one_op_job
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.talent_import.checks import quarantine_evaluations
 from pin_chessboard_pipelines.defs.talent_import.config import SINGLETON_TAGS
@@ -99,8 +100,7 @@ def replay_failed_items(
             client,
             run_id=run_id,
             correlation_id=context.run_id,
-            debounce_seconds=settings.recalc_debounce_seconds,
-            cap_seconds=settings.recalc_cap_seconds,
+            **settings.recalc_timing,
             lock_timeout_seconds=settings.import_lock_timeout_seconds,
             url=chessboard.url,
             page_size=settings.import_page_size,
@@ -130,14 +130,11 @@ def replay_failed_items(
     return dg.Output(None, metadata=metadata)
 
 
-@dg.job(
-    name=REPLAY_JOB,
+talent_replay_failed = one_op_job(
+    REPLAY_JOB,
+    replay_failed_items,
+    "Quarantined items read again from Talent by id and applied; the rows that applied leave the quarantine",
+    tags=SINGLETON_TAGS,
     # the launchpad opens with the one field and its default, its description beside it
     config={"ops": {REPLAY_OP: {"config": {"run_id": ALL_RUNS}}}},
-    description="Quarantined items read again from Talent by id and applied; the rows that applied leave "
-    "the quarantine",
-    tags=SINGLETON_TAGS,
-    executor_def=dg.in_process_executor,
 )
-def talent_replay_failed() -> None:
-    replay_failed_items()

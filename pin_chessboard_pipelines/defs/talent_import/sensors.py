@@ -3,6 +3,7 @@ minute; the import run of a terminated or failed Dagster run ended with it."""
 
 import dagster as dg
 
+from pin_chessboard_pipelines.defs.declare import running_sensor
 from pin_chessboard_pipelines.defs.pools import ensure_pools
 from pin_chessboard_pipelines.defs.resources import ChessboardResource, latest_materialization
 from pin_chessboard_pipelines.defs.talent_import.checks import stuck_evaluation
@@ -21,14 +22,10 @@ from pin_chessboard_pipelines.talent_import import runs
 from pin_chessboard_pipelines.talent_import.request import RunStatus
 
 
-@dg.sensor(
-    name="talent_developers_sensor",
-    minimum_interval_seconds=300,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Adds a talent_developers partition for every Talent developer (key: its name at "
-    "first sight and its id, kept through renames)",
-)
+@running_sensor("talent_developers_sensor", 300)
 def talent_developers_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource):
+    """Adds a talent_developers partition for every Talent developer (key: its name at first sight and
+    its id, kept through renames)"""
     ensure_pools(context.instance)  # the daemon's first tick: before an import or inventory run is queued
     try:
         developers = list_talent_developers(chessboard.settings)
@@ -40,14 +37,10 @@ def talent_developers_sensor(context: dg.SensorEvaluationContext, chessboard: Ch
     return dg.SensorResult(dynamic_partitions_requests=[TALENT_DEVELOPERS.build_add_request(new)])
 
 
-@dg.sensor(
-    name="talent_import_stuck_sensor",
-    minimum_interval_seconds=60,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Evaluates the import_not_stuck check of property_objects every minute: reported when "
-    "its outcome changed or property_objects was materialized since (by a run without the check)",
-)
+@running_sensor("talent_import_stuck_sensor", 60)
 def talent_import_stuck_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource):
+    """Evaluates the import_not_stuck check of property_objects every minute: reported when its outcome
+    changed or property_objects was materialized since (by a run without the check)"""
     target = latest_materialization(context.instance, PROPERTY_OBJECTS_KEY)
     evaluation, stuck = stuck_evaluation(chessboard, target=target)
     cursor = stuck_cursor(stuck, target.storage_id if target else None)
@@ -92,8 +85,7 @@ def _import_run_ended_sensor(dagster_status: dg.DagsterRunStatus, status: RunSta
                 run.run_id,
                 status,
                 f"its Dagster run {run.run_id} ended {dagster_status.value}",
-                debounce_seconds=settings.recalc_debounce_seconds,
-                cap_seconds=settings.recalc_cap_seconds,
+                **settings.recalc_timing,
             )
         if ended is None:
             return dg.SkipReason(f"run {run.run_id}: its import run had ended")

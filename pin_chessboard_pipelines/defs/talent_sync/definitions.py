@@ -5,59 +5,47 @@ Thin shell over talent_sync/. A sensor-started run consumes until it is caught u
 budget ends); `pin-chessboard talent-sync` runs the same job without a budget until Ctrl-C.
 """
 
-import json
 import time
 
 import dagster as dg
 from pydantic import Field
 
+from pin_chessboard_pipelines.defs.consumers import ConsumerConfig, consume, result_metadata
+from pin_chessboard_pipelines.defs.declare import SensorTick, running_sensor
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.defs.singleton import (
-    NO_RUN_RETRIES,
-    SINGLETON_TAG,
-    graceful_interrupts,
+    singleton_job,
     singleton_run_request,
     skip_while_active,
 )
 from pin_chessboard_pipelines.errors import error_line
 from pin_chessboard_pipelines.talent.flag import talent_sync_disabled
-from pin_chessboard_pipelines.talent_sync import SyncResult, TalentSync, group_lag, sync_policy, sync_running
+from pin_chessboard_pipelines.talent_sync import SyncResult, TalentSync, group_lag, sync_running
 
 JOB_NAME = "talent_sync"
+JOB_DESCRIPTION = "talent-chessboard-sync: the streaming consumer of the six talent.chessboard.*.v1 topics."
 OP_NAME = "consume_talent_topics"
 SENSOR_NAME = "talent_sync_sensor"
 SINGLETON_VALUE = "talent-sync"
 TICK_SECONDS = 10
-DEFAULT_TIME_BUDGET_SECONDS = 600.0
 LAG_TAG = "pin/talent-sync-lag"
 
 
-class TalentSyncConfig(dg.Config):
+class TalentSyncConfig(ConsumerConfig):
     until_idle: bool = Field(default=True, description="End the run once every partition is caught up.")
-    time_budget_seconds: float | None = Field(
-        default=DEFAULT_TIME_BUDGET_SECONDS, description="End the run after this long; null = until stopped."
-    )
     batch_size: int = Field(
         default=2000, ge=1, le=50_000, description="Messages per poll batch (one transaction)."
     )
-    bootstrap_servers: str | None = Field(default=None, description="Overrides KAFKA_BOOTSTRAP_SERVERS.")
+
+
+# the result's counts in the run's metadata
+COUNTS = ("messages", "applied", "skipped", "failed", "tombstones", "events", "batches", "retries")
 
 
 def _metadata(result: SyncResult) -> dict[str, dg.MetadataValue]:
-    return {
-        "messages": dg.MetadataValue.int(result.messages),
-        "applied": dg.MetadataValue.int(result.applied),
-        "skipped": dg.MetadataValue.int(result.skipped),
-        "failed": dg.MetadataValue.int(result.failed),
-        "tombstones": dg.MetadataValue.int(result.tombstones),
-        "events": dg.MetadataValue.int(result.events),
-        "batches": dg.MetadataValue.int(result.batches),
-        "retries": dg.MetadataValue.int(result.retries),
-        "messages_per_second": dg.MetadataValue.float(round(result.messages_per_second, 1)),
-        "duration_seconds": dg.MetadataValue.float(round(result.seconds, 3)),
-        "stopped": dg.MetadataValue.text(result.stopped.value if result.stopped else ""),
-        "summary": dg.MetadataValue.json(result.as_dict()),
-    }
+    rate = dg.MetadataValue.float(round(result.messages_per_second, 1))
+    stopped = result.stopped.value if result.stopped else ""
+    return result_metadata(result, COUNTS, stopped, messages_per_second=rate)
 
 
 @dg.op(name=OP_NAME, out=dg.Out(dg.Nothing))
@@ -70,66 +58,34 @@ def consume_talent_topics(
     disabled = talent_sync_disabled(settings)
     if disabled is not None:
         raise dg.Failure(description=disabled.line())
-    sync = TalentSync(
-        chessboard.engine,
-        config.bootstrap_servers or settings.kafka_bootstrap_servers,
-        batch_size=config.batch_size,
-        debounce_seconds=settings.recalc_debounce_seconds,
-        cap_seconds=settings.recalc_cap_seconds,
-        correlation_id=context.run_id,
-        # a store that restarts is ridden out as long as the import would
-        policy=sync_policy(settings.import_page_retry_seconds),
+    result = consume(
+        context, config, chessboard, TalentSync, batch_size=config.batch_size, **settings.recalc_timing
     )
-    with graceful_interrupts() as interrupted:
-        result = sync.run(
-            until_idle=config.until_idle, max_seconds=config.time_budget_seconds, should_stop=interrupted
-        )
-    context.log.info(f"talent-sync: {json.dumps(result.as_dict())}")
-    if result.published:  # the fast path after each batch's commit
-        chessboard.log_published(context, result.published, result.seconds, "talent-sync fast path")
     return dg.Output(None, metadata=_metadata(result))
 
 
-@dg.job(
-    name=JOB_NAME,
-    description="talent-chessboard-sync: the streaming consumer of the six talent.chessboard.*.v1 topics.",
-    executor_def=dg.in_process_executor,
-    tags={SINGLETON_TAG: SINGLETON_VALUE, **NO_RUN_RETRIES},
-)
-def talent_sync() -> None:
-    consume_talent_topics()
+talent_sync = singleton_job(JOB_NAME, consume_talent_topics, SINGLETON_VALUE, JOB_DESCRIPTION)
 
 
-@dg.sensor(
-    name=SENSOR_NAME,
-    job_name=JOB_NAME,
-    minimum_interval_seconds=TICK_SECONDS,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description=(
-        "Every 10 s: starts the sync job when the Talent topics hold uncommitted messages. The cursor "
-        "shows the last tick's decision: the run it requested, or why it skipped (the flag is off, a "
-        "sync run is active, a consumer runs outside Dagster, no Talent topics or no broker, caught up)."
-    ),
-)
-def talent_sync_sensor(
-    context: dg.SensorEvaluationContext, chessboard: ChessboardResource
-) -> dg.SensorResult | dg.SkipReason:
+@running_sensor(SENSOR_NAME, TICK_SECONDS, job_name=JOB_NAME)
+def talent_sync_sensor(context: dg.SensorEvaluationContext, chessboard: ChessboardResource) -> SensorTick:
+    """Every 10 s: starts the sync job when the Talent topics hold uncommitted messages. The cursor
+    shows the last tick's decision: the run it requested, or why it skipped (the flag is off, a sync run
+    is active, a consumer runs outside Dagster, no Talent topics or no broker, caught up)."""
     decision = _decide(context, chessboard)
     # a skip reason shows only in a tooltip; the cursor (read by nothing) is on the sensor's page
     context.update_cursor(decision_line(decision))
     return decision
 
 
-def decision_line(decision: dg.SensorResult | dg.SkipReason) -> str:
+def decision_line(decision: SensorTick) -> str:
     if isinstance(decision, dg.SkipReason):
         return f"skipped: {decision.skip_message}"
     lags = [request.tags.get(LAG_TAG, "?") for request in decision.run_requests or []]
     return f"run requested: {', '.join(lags)} uncommitted message(s)"
 
 
-def _decide(
-    context: dg.SensorEvaluationContext, chessboard: ChessboardResource
-) -> dg.SensorResult | dg.SkipReason:
+def _decide(context: dg.SensorEvaluationContext, chessboard: ChessboardResource) -> SensorTick:
     settings = chessboard.settings
     disabled = talent_sync_disabled(settings)
     if disabled is not None:
