@@ -29,7 +29,12 @@ from tests.support.dagster_stack import DagsterStack, stack_with_simulator
 from tests.support.polling import wait_until
 
 # one worker runs the module (its fixtures start once): --dist loadgroup
-pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(1500), pytest.mark.xdist_group("test_import_processes")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.long,
+    pytest.mark.timeout(1500),
+    pytest.mark.xdist_group("test_import_processes"),
+]
 
 # 80 PropertyObjects pages of 3; each read takes 80 ms, so a page is caught mid-way and the
 # stage lasts long enough for every page step's process to start.

@@ -30,7 +30,12 @@ from tests.support.import_probe import scalar
 from tests.support.polling import wait_until
 
 # one worker runs the module (its stack starts once): --dist loadgroup
-pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(900), pytest.mark.xdist_group("test_import_run_retry")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.long,
+    pytest.mark.timeout(900),
+    pytest.mark.xdist_group("test_import_run_retry"),
+]
 
 # 80 PropertyObjects pages of 3, each read taking 80 ms: the stage lasts long enough to be caught
 # with pages Done and one in flight
