@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pin_chessboard_pipelines.entities import STAGE_NAMES
+from pin_chessboard_pipelines.observability.logs import counters
 
 COUNTERS = ("planned", "applied", "skipped", "failed")
 
@@ -45,15 +46,7 @@ class TalentInitialImportResult:
     stages: dict[str, StageCounters] = field(default_factory=lambda: stages_from_mapping(None))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "runId": self.run_id,
-            "correlationId": self.correlation_id,
-            "mode": self.mode,
-            "status": self.status,
-            "dryRun": self.dry_run,
-            "durationSeconds": round(self.duration_seconds, 3),
-            "stages": {name: self.stages[name].to_dict() for name in STAGE_NAMES},
-        }
+        return {**counters(self), "stages": {name: self.stages[name].to_dict() for name in STAGE_NAMES}}
 
     def to_json(self) -> str:
         """One line, as the last line of `pin-chessboard import`'s stdout."""
