@@ -55,7 +55,7 @@ class TalentInitialImportResult:
     @property
     def totals(self) -> StageCounters:
         total = StageCounters()
-        for counters in self.stages.values():
+        for stage in self.stages.values():
             for name in COUNTERS:
-                setattr(total, name, getattr(total, name) + getattr(counters, name))
+                setattr(total, name, getattr(total, name) + getattr(stage, name))
         return total
