@@ -26,7 +26,12 @@ from confluent_kafka import Consumer
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.errors import SYNC_VALIDATION_FAILED, HandbookSyncFailed, error_line
-from pin_chessboard_pipelines.events.consume_loop import BatchConsumer, ConsumerEvents, ConsumerOptions
+from pin_chessboard_pipelines.events.consume_loop import (
+    BatchConsumer,
+    BatchCounters,
+    ConsumerEvents,
+    ConsumerOptions,
+)
 from pin_chessboard_pipelines.events.offsets import Partition, check_partitions, group_lag, partition_lag
 from pin_chessboard_pipelines.handbook_sync import store
 from pin_chessboard_pipelines.handbook_sync.values import (
@@ -36,7 +41,7 @@ from pin_chessboard_pipelines.handbook_sync.values import (
     decode,
     newest,
 )
-from pin_chessboard_pipelines.observability.logs import counters, log_event
+from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import (
     HANDBOOK_REPUBLISH_BATCH_DURATION,
     HANDBOOK_REPUBLISHED,
@@ -57,13 +62,8 @@ STOPPED = {StopReason.DONE: "idle", StopReason.TIME_BUDGET: "deadline", StopReas
 
 
 @dataclass
-class HandbookSyncResult:
-    batches: int = 0
-    messages: int = 0
-    tombstones: int = 0  # ignored: the replica keeps a deleted region / city
-    applied: int = 0
-    skipped: int = 0
-    failed: int = 0
+class HandbookSyncResult(BatchCounters):
+    # tombstones are ignored: the replica keeps a deleted region / city
     created: int = 0
     renamed: int = 0
     republished: int = 0  # projects
@@ -71,15 +71,8 @@ class HandbookSyncResult:
     longest_transaction_seconds: float = 0.0
     # the longest transaction that held the handbook rows (a poll batch with its first batches)
     handbook_transaction_seconds: float = 0.0
-    published: int = 0
-    retries: int = 0
-    dead_letters: int = 0  # messages written to the dead-letter topic (docs/events.md#dead-letters)
-    seconds: float = 0.0
     stopped: str = ""  # idle | deadline | stopped
     renames: list[dict[str, Any]] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return counters(self)
 
 
 class HandbookSync(BatchConsumer[HandbookSyncResult]):
@@ -127,20 +120,8 @@ class HandbookSync(BatchConsumer[HandbookSyncResult]):
         result.stopped = STOPPED.get(reason, "stopped")
 
     def _completed(self, result: HandbookSyncResult) -> None:
-        log_event(
-            log,
-            logging.INFO,
-            "handbook-sync-completed",
-            CorrelationId=self.correlation_id,
-            Messages=result.messages,
-            Applied=result.applied,
-            Skipped=result.skipped,
-            Failed=result.failed,
-            Renamed=result.renamed,
-            Republished=result.republished,
-            Stopped=result.stopped,
-            Seconds=round(result.seconds, 3),
-        )
+        fields = result.log_fields()
+        log_event(log, logging.INFO, "handbook-sync-completed", CorrelationId=self.correlation_id, **fields)
 
     # -- applying -----------------------------------------------------------------------------
 

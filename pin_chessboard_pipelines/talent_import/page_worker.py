@@ -42,6 +42,7 @@ from pin_chessboard_pipelines.talent_import import page_queue, runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun
 from pin_chessboard_pipelines.talent_import.page_cache import PageCache
 from pin_chessboard_pipelines.talent_import.request import Scope
+from pin_chessboard_pipelines.talent_import.result import item_fields
 from pin_chessboard_pipelines.talent_import.staging import ReadFrom, staged_items
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
@@ -436,9 +437,7 @@ class PageWorker:
             Scope=page.scope or "all",
             **self.work.developer_fields(page.scope),
             Items=planned,
-            ItemsApplied=result.applied,
-            ItemsSkipped=result.skipped,
-            ItemsFailed=result.failed,
+            **item_fields(result),
             Events=result.events,
             Ms=f"{elapsed_ms:.0f}",
         )

@@ -13,6 +13,12 @@ from pin_chessboard_pipelines.observability.logs import counters
 COUNTERS = ("planned", "applied", "skipped", "failed")
 
 
+def item_fields(counts: Any) -> dict[str, int]:
+    """ItemsApplied, ItemsSkipped and ItemsFailed of an import log line, from any record with the
+    counters (StageCounters, replica.ApplyResult)."""
+    return {f"Items{name.capitalize()}": getattr(counts, name) for name in COUNTERS[1:]}
+
+
 @dataclass
 class StageCounters:
     planned: int = 0  # items read from the source

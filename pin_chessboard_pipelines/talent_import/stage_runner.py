@@ -31,7 +31,7 @@ from pin_chessboard_pipelines.talent_import import page_queue, runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun, StageReport
 from pin_chessboard_pipelines.talent_import.page_worker import Heartbeat, PageWorker, StageWork
 from pin_chessboard_pipelines.talent_import.request import Scope
-from pin_chessboard_pipelines.talent_import.result import StageCounters
+from pin_chessboard_pipelines.talent_import.result import StageCounters, item_fields
 from pin_chessboard_pipelines.talent_import.staging import staged_text
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
@@ -145,9 +145,7 @@ def stage_report(
             **session.log_fields(stage.stage),
             Pages=report.pages,
             Planned=counters.planned,
-            ItemsApplied=counters.applied,
-            ItemsSkipped=counters.skipped,
-            ItemsFailed=counters.failed,
+            **item_fields(counters),
             DurationSeconds=f"{report.duration_seconds:.2f}",
             ItemsPerSecond=f"{report.items_per_second:.0f}",
         )

@@ -10,6 +10,7 @@ recalc/audit.py's (as `recalc audit`).
 """
 
 import logging
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from enum import Enum
@@ -21,7 +22,7 @@ from pydantic import Field
 from pin_chessboard_pipelines.defs.metadata import TABLE_NAME_KEY, table_name
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.errors import ChessboardError, Refused
-from pin_chessboard_pipelines.observability.logs import log_event
+from pin_chessboard_pipelines.observability.logs import counter_fields, log_event
 from pin_chessboard_pipelines.recalc.audit import Divergence, audit, drift
 from pin_chessboard_pipelines.recalc.queue import queue_row, request_recalc, reset_poison
 from pin_chessboard_pipelines.recalc.runbook import (
@@ -90,19 +91,20 @@ class RecalcRunbookConfig(dg.Config):
     )
 
 
+_CAPITAL = re.compile("[A-Z]")
+
+
 def status_metadata(status: RecalcStatus) -> dict[str, dg.MetadataValue]:
-    queue = status.queue
     return {
         # first: the status is a reading, as of this time (a row "waiting" then may be drained since)
         **({"read_at": dg.MetadataValue.text(_utc(status.read_at))} if status.read_at else {}),
-        "queue_depth": dg.MetadataValue.int(queue.depth),
-        "due": dg.MetadataValue.int(queue.due),
-        "held": dg.MetadataValue.int(status.held),
-        "poison": dg.MetadataValue.int(queue.poison),
-        "next_due_at": dg.MetadataValue.text(
-            "-" if queue.next_due_at is None else queue.next_due_at.isoformat(timespec="seconds")
-        ),
-        "requested_events": dg.MetadataValue.int(queue.requested),
+        # the figures under snake_case names (queueDepth -> queue_depth)
+        **{
+            _CAPITAL.sub(lambda m: "_" + m.group().lower(), name): (
+                dg.MetadataValue.text(value) if isinstance(value, str) else dg.MetadataValue.int(value)
+            )
+            for name, value in status.figures().items()
+        },
         "oldest_rows": oldest_rows_table(status),
     }
 
@@ -333,17 +335,7 @@ def _status_materialization(
 ) -> dg.AssetMaterialization:
     with chessboard.engine.connect() as conn:
         status = recalc_status(conn, chessboard.settings.recalc_poison_attempts)
-    queue = status.queue
-    log_event(
-        context.log,
-        logging.INFO,
-        "recalc-status",
-        QueueDepth=queue.depth,
-        Due=queue.due,
-        Held=status.held,
-        Poison=queue.poison,
-        NextDueAt="-" if queue.next_due_at is None else queue.next_due_at.isoformat(timespec="seconds"),
-    )
+    log_event(context.log, logging.INFO, "recalc-status", **counter_fields(status.figures()))
     return dg.AssetMaterialization(asset_key=STATUS_ASSET, metadata=status_metadata(status))
 
 
