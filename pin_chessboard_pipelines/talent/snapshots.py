@@ -341,35 +341,33 @@ def _project(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
     )
 
 
-def _building(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
-    talent_id, version, columns = _common("building", raw)
+def _project_child(entity: str, raw: Mapping[str, Any]) -> tuple[str, int, dict[str, Any], str]:
+    """_common and what every child of a project carries: its project (Talent id, PIN) and name."""
+    talent_id, version, columns = _common(entity, raw)
     project = _uuid(raw, "projectId")
     assert project is not None
-    columns["name"] = _text(raw, "name", 1, 256)
-    columns["floors_count"] = _int(raw, "floorsCount", 1, 200)
     columns["project_id"] = _parent_pin("project", project)
+    columns["name"] = _text(raw, "name", 1, 256)
+    return talent_id, version, columns, project
+
+
+def _building(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
+    talent_id, version, columns, project = _project_child("building", raw)
+    columns["floors_count"] = _int(raw, "floorsCount", 1, 200)
     return TalentRecord("building", talent_id, version, columns, {"project": project})
 
 
 def _layout_group(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
-    talent_id, version, columns = _common("layoutGroup", raw)
-    project = _uuid(raw, "projectId")
-    assert project is not None
-    columns["name"] = _text(raw, "name", 1, 256)
+    talent_id, version, columns, project = _project_child("layoutGroup", raw)
     columns["rooms"] = _int(raw, "rooms", 0, 10)
-    columns["project_id"] = _parent_pin("project", project)
     return TalentRecord("layoutGroup", talent_id, version, columns, {"project": project})
 
 
 def _layout(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
-    talent_id, version, columns = _common("layout", raw)
-    project = _uuid(raw, "projectId")
-    assert project is not None
+    talent_id, version, columns, project = _project_child("layout", raw)
     group = _uuid(raw, "layoutGroupId", required=False)
-    columns["name"] = _text(raw, "name", 1, 256)
     columns["rooms"] = _int(raw, "rooms", 0, 10)
     columns["total_area"] = _decimal(raw, "totalArea", low=Decimal(0), high=MAX_AREA, low_inclusive=False)
-    columns["project_id"] = _parent_pin("project", project)
     columns["layout_group_id"] = None if group is None else _parent_pin("layoutGroup", group)
     parents = {"project": project}
     if group is not None:

@@ -231,14 +231,19 @@ class Heartbeat:
                 return
 
 
-class PageWorker:
-    """One worker thread of a stage: claims and processes pages until the stage's barrier."""
+class StageThread:
+    """What one thread of a stage (a page worker, the walker) works with: the stage's shared work,
+    its import run, its entity and the import's options."""
 
     def __init__(self, work: StageWork) -> None:
         self.work = work
         self.session = work.session
         self.stage = work.stage
         self.options = work.options
+
+
+class PageWorker(StageThread):
+    """One worker thread of a stage: claims and processes pages until the stage's barrier."""
 
     def run(self) -> None:
         work, session = self.work, self.session

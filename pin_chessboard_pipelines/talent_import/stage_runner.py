@@ -29,7 +29,7 @@ from pin_chessboard_pipelines.retry import PERMANENT, FailureStreak, Retrier
 from pin_chessboard_pipelines.store.lock import AdvisoryLock, open_session
 from pin_chessboard_pipelines.talent_import import page_queue, runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun, StageReport
-from pin_chessboard_pipelines.talent_import.page_worker import Heartbeat, PageWorker, StageWork
+from pin_chessboard_pipelines.talent_import.page_worker import Heartbeat, PageWorker, StageThread, StageWork
 from pin_chessboard_pipelines.talent_import.request import Scope
 from pin_chessboard_pipelines.talent_import.result import StageCounters, item_fields
 from pin_chessboard_pipelines.talent_import.staging import staged_text
@@ -161,14 +161,11 @@ def stage_report(
     return report
 
 
-class StageWalker:
+class StageWalker(StageThread):
     """Records the pages of every scope's listing (Pending), going on from the last recorded one."""
 
     def __init__(self, work: StageWork) -> None:
-        self.work = work
-        self.session = work.session
-        self.stage = work.stage
-        self.options = work.options
+        super().__init__(work)
         self._page_no = 0  # the page the walk records next
 
     def run(self) -> None:
