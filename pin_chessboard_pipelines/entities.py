@@ -69,6 +69,11 @@ def pin_counter(name: str) -> Column:
     return column(name, Integer, Role.PIN, nullable=False, server_default="0")
 
 
+def in_project(*columns: Column) -> tuple[Column, ...]:
+    """The columns of a row under a project: its tenant and project, then `columns`."""
+    return tenant(), parent_key("project_id", "projects"), *columns
+
+
 def draft_status(role: Role = Role.PIN) -> Column:
     return column("status", String(32), role, nullable=False, server_default="Draft")
 
@@ -202,9 +207,7 @@ PROJECT = talent_entity(
 BUILDING = talent_entity(
     "building",
     parent="project",
-    columns=(
-        tenant(),
-        parent_key("project_id", "projects"),
+    columns=in_project(
         draft_status(),
         name_column(),
         column("floors_count", SmallInteger, Role.SNAPSHOT, nullable=False),
@@ -215,9 +218,7 @@ BUILDING = talent_entity(
 LAYOUT_GROUP = talent_entity(
     "layoutGroup",
     parent="project",
-    columns=(
-        tenant(),
-        parent_key("project_id", "projects"),
+    columns=in_project(
         name_column(),
         column("rooms", SmallInteger, Role.SNAPSHOT, nullable=False),
         pin_counter("layouts_count"),
@@ -229,9 +230,7 @@ LAYOUT = talent_entity(
     "layout",
     parent="project",
     extra_parent="layoutGroup",
-    columns=(
-        tenant(),
-        parent_key("project_id", "projects"),
+    columns=in_project(
         parent_key("layout_group_id", "layout_groups", nullable=True),
         name_column(),
         column("rooms", SmallInteger, Role.SNAPSHOT, nullable=False),
@@ -244,9 +243,7 @@ PROPERTY_OBJECT = talent_entity(
     parent="building",
     extra_parent="layout",
     partitions=6,
-    columns=(
-        tenant(),
-        parent_key("project_id", "projects"),
+    columns=in_project(
         parent_key("building_id", "buildings"),
         parent_key("layout_id", "layouts", nullable=True),
         column("number", String(32), Role.SNAPSHOT, nullable=False),

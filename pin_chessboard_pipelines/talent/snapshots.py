@@ -121,12 +121,17 @@ def _missing(name: str) -> SnapshotInvalid:
     return SnapshotInvalid(f"{name}: required field is missing")
 
 
+def _absent(name: str, required: bool) -> Any:
+    """A field that is absent or null: None, unless it is required."""
+    if required:
+        raise _missing(name)
+    return None
+
+
 def _uuid(raw: Mapping[str, Any], name: str, required: bool = True) -> str | None:
     value = raw.get(name)
     if value is None:
-        if required:
-            raise _missing(name)
-        return None
+        return _absent(name, required)
     if not isinstance(value, str):
         raise SnapshotInvalid(f"{name}: expected a UUID string, got {type(value).__name__}")
     try:
@@ -138,9 +143,7 @@ def _uuid(raw: Mapping[str, Any], name: str, required: bool = True) -> str | Non
 def _int(raw: Mapping[str, Any], name: str, lo: int, hi: int, required: bool = True) -> int | None:
     value = raw.get(name)
     if value is None:
-        if required:
-            raise _missing(name)
-        return None
+        return _absent(name, required)
     if type(value) is not int:  # bool is an int subclass, but not a JSON integer
         raise SnapshotInvalid(f"{name}: expected an integer, got {type(value).__name__}")
     if not lo <= value <= hi:
@@ -151,9 +154,7 @@ def _int(raw: Mapping[str, Any], name: str, lo: int, hi: int, required: bool = T
 def _text(raw: Mapping[str, Any], name: str, lo: int, hi: int, required: bool = True) -> str | None:
     value = raw.get(name)
     if value is None:
-        if required:
-            raise _missing(name)
-        return None
+        return _absent(name, required)
     if not isinstance(value, str):
         raise SnapshotInvalid(f"{name}: expected a string, got {type(value).__name__}")
     if not lo <= len(value) <= hi:
@@ -210,9 +211,7 @@ def _decimal(
 ) -> Decimal | None:
     value = raw.get(name)
     if value is None:
-        if required:
-            raise _missing(name)
-        return None
+        return _absent(name, required)
     try:
         number = parse_decimal(value)
     except ValueError as exc:

@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from pin_chessboard_pipelines.entities import Entity
 from pin_chessboard_pipelines.errors import (
@@ -241,6 +242,28 @@ class StageThread:
         self.stage = work.stage
         self.options = work.options
 
+    def page_failed(
+        self, page_no: int, scope: str, wait: float | None, reason: str, error: BaseException, **fields: Any
+    ) -> None:
+        """Counts and logs a failed read or apply of a page: for good when `wait` is None, else it is
+        tried again after `wait` seconds."""
+        stage = self.stage.stage
+        if wait is None:
+            IMPORT_PAGES.labels(stage, "Failed").inc()
+        else:
+            IMPORT_PAGE_RETRIES.labels(stage).inc()
+        log_event(
+            log,
+            logging.WARNING,
+            "page-failed" if wait is None else "page-retry",
+            **self.session.log_fields(stage, page_no),
+            Scope=scope or "all",
+            **fields,
+            Reason=reason,
+            **({} if wait is None else {"WaitSeconds": f"{wait:.1f}"}),
+            Error=repr(error_line(error)),
+        )
+
 
 class PageWorker(StageThread):
     """One worker thread of a stage: claims and processes pages until the stage's barrier."""
@@ -387,20 +410,9 @@ class PageWorker(StageThread):
                 )
 
         attempts = work.retrying("record a failed page", record)
-        if permanent:  # a page counts Failed once, when it fails for good
-            IMPORT_PAGES.labels(stage.stage, "Failed").inc()
-        else:
-            IMPORT_PAGE_RETRIES.labels(stage.stage).inc()
-        log_event(
-            log,
-            logging.WARNING,
-            "page-failed" if permanent else "page-retry",
-            **session.log_fields(stage.stage, page.page_no),
-            Scope=page.scope or "all",
-            Attempts=attempts,
-            Reason=reason,
-            **({} if permanent else {"WaitSeconds": f"{lease:.1f}"}),
-            Error=repr(error_line(error)),
+        # a page counts Failed once, when it fails for good
+        self.page_failed(
+            page.page_no, page.scope, None if permanent else lease, reason, error, Attempts=attempts
         )
         if permanent:
             work.first_failure.pop(page.id, None)

@@ -9,22 +9,19 @@ from typing import Any
 
 from pin_chessboard_pipelines.entities import STAGE_NAMES
 from pin_chessboard_pipelines.observability.logs import counters
+from pin_chessboard_pipelines.replica.context import ItemCounts
 
 COUNTERS = ("planned", "applied", "skipped", "failed")
 
 
-def item_fields(counts: Any) -> dict[str, int]:
-    """ItemsApplied, ItemsSkipped and ItemsFailed of an import log line, from any record with the
-    counters (StageCounters, replica.ApplyResult)."""
+def item_fields(counts: ItemCounts) -> dict[str, int]:
+    """ItemsApplied, ItemsSkipped and ItemsFailed of an import log line."""
     return {f"Items{name.capitalize()}": getattr(counts, name) for name in COUNTERS[1:]}
 
 
 @dataclass
-class StageCounters:
-    planned: int = 0  # items read from the source
-    applied: int = 0  # created or changed
-    skipped: int = 0  # no-op by the version guard
-    failed: int = 0  # quarantined
+class StageCounters(ItemCounts):
+    """A stage's item counters as the run row and the result line carry them."""
 
     def to_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in COUNTERS}

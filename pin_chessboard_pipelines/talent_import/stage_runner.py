@@ -24,7 +24,7 @@ from pin_chessboard_pipelines.errors import (
 )
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
-from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGE_RETRIES, IMPORT_PAGES
+from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGES
 from pin_chessboard_pipelines.retry import PERMANENT, FailureStreak, Retrier
 from pin_chessboard_pipelines.store.lock import AdvisoryLock, open_session
 from pin_chessboard_pipelines.talent_import import page_queue, runs
@@ -267,24 +267,11 @@ class StageWalker(StageThread):
 
     def _walk_failed(self, scope_key: str, failures: FailureStreak, error: Exception) -> None:
         """A failed listing read: waits as the policy says, or fails the stage when it gives up."""
-        session, stage = self.session, self.stage
+        stage = self.stage
         decision = failures.decide(error)  # the page workers' policy
-        wait, reason = decision.wait, decision.reason
-        if wait is None:  # the listing read failed for good
-            IMPORT_PAGES.labels(stage.stage, "Failed").inc()
-        else:
-            IMPORT_PAGE_RETRIES.labels(stage.stage).inc()
-        log_event(
-            log,
-            logging.WARNING,
-            "page-failed" if wait is None else "page-retry",
-            **session.log_fields(stage.stage, self._page_no),
-            Scope=scope_key or "all",
-            Planning=True,
-            Attempt=failures.attempt,
-            Reason=reason,
-            **({} if wait is None else {"WaitSeconds": f"{wait:.1f}"}),
-            Error=repr(error_line(error)),
+        wait, reason = decision.wait, decision.reason  # wait None: the listing read failed for good
+        self.page_failed(
+            self._page_no, scope_key, wait, reason, error, Planning=True, Attempt=failures.attempt
         )
         if wait is None:
             spent = f" over {failures.elapsed:.0f}s" if reason != PERMANENT else ""
