@@ -40,9 +40,11 @@ def parse_queries(source: str) -> dict[str, str]:
             current = blocks[name] = []
             if kind == "fragment":
                 fragments.add(name)
-        elif current is not None and (current or (stripped and not stripped.startswith("--"))):
+        elif current is not None and (
+            current or (stripped and not stripped.startswith("--")) or stripped.startswith("-- include:")
+        ):
             # a query's leading comment lines are for the reader: the statement starts with its
-            # keyword (which also names its span in traces, README "Traces")
+            # keyword (which also names its span in traces, README "Traces"), or with a fragment's
             current.append(line)
 
     def expanded(lines: list[str]) -> str:
@@ -53,7 +55,7 @@ def parse_queries(source: str) -> dict[str, str]:
                 fragment = stripped.removeprefix("-- include:").strip()
                 if fragment not in fragments:
                     raise ValueError(f"-- include: {fragment!r} names no fragment of the file")
-                out.extend(blocks[fragment])
+                out.append("\n".join(blocks[fragment]).rstrip())
             else:
                 out.append(line)
         return "\n".join(out).strip().rstrip(";")

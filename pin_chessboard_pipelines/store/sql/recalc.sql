@@ -17,18 +17,22 @@ ORDER BY due_at, project_id
 LIMIT :batch_size
 FOR UPDATE SKIP LOCKED
 
--- name: claim_project
--- Locks one due queue row for the project's transaction (none: taken by another drain, already
--- drained, no longer due, or poison) and says whether the project carries aggregates.
+-- fragment: claimed_rows
+-- Queue rows as a claim reads them (recalc/queue.py Claim), each with whether its project carries
+-- aggregates (it exists and is neither deleted nor archived).
 SELECT r.project_id,
        r.tenant_id,
        r.requested_count,
        r.last_reason,
-       r.attempt_count,
        extract(epoch FROM clock_timestamp() - r.first_requested_at)::float8 AS waited_seconds,
        (p.id IS NOT NULL AND p.deleted_at IS NULL AND p.status <> 'Archived') AS live
 FROM chessboard.project_recalc_requests r
 LEFT JOIN chessboard.projects p ON p.id = r.project_id
+
+-- name: claim_project
+-- Locks one due queue row for the project's transaction (none: taken by another drain, already
+-- drained, no longer due, or poison).
+-- include: claimed_rows
 WHERE r.project_id = :project_id
   AND r.due_at <= now()
   AND r.attempt_count < :poison_attempts
@@ -38,15 +42,8 @@ FOR UPDATE OF r SKIP LOCKED
 -- name: claim_due_batch
 -- The batch's transaction, first statement: locks up to :batch_size due rows, oldest DueAt first,
 -- skipping rows another drain holds (SKIP LOCKED), poison rows, :exclude and rows held by a live
--- import run (select_due_batch's rules), and says for each whether its project carries aggregates.
-SELECT r.project_id,
-       r.tenant_id,
-       r.requested_count,
-       r.last_reason,
-       extract(epoch FROM clock_timestamp() - r.first_requested_at)::float8 AS waited_seconds,
-       (p.id IS NOT NULL AND p.deleted_at IS NULL AND p.status <> 'Archived') AS live
-FROM chessboard.project_recalc_requests r
-LEFT JOIN chessboard.projects p ON p.id = r.project_id
+-- import run (select_due_batch's rules).
+-- include: claimed_rows
 WHERE r.due_at <= now()
   AND r.attempt_count < :poison_attempts
   AND NOT (r.project_id = ANY (CAST(:exclude AS uuid[])))
