@@ -134,22 +134,23 @@ def parse_faults(text: str) -> tuple[FaultRule, ...]:
     return tuple(rules)
 
 
+def _sized(
+    developers: int, projects: int, buildings: int, groups: int, layouts: int, objects: int
+) -> DatasetSpec:
+    """A preset by its sizes: developers, projects per developer, then per project its buildings,
+    layout groups, layouts and property objects."""
+    return DatasetSpec(
+        developers=developers,
+        projects_per_developer=projects,
+        buildings_per_project=buildings,
+        layout_groups_per_project=groups,
+        layouts_per_project=layouts,
+        objects_per_project=objects,
+    )
+
+
 PRESETS: dict[str, DatasetSpec] = {
     "tiny": DatasetSpec(),
-    "demo": DatasetSpec(
-        developers=3,
-        projects_per_developer=4,
-        buildings_per_project=3,
-        layout_groups_per_project=4,
-        layouts_per_project=8,
-        objects_per_project=100,
-    ),
-    "1m": DatasetSpec(
-        developers=100,
-        projects_per_developer=100,
-        buildings_per_project=5,
-        layout_groups_per_project=4,
-        layouts_per_project=10,
-        objects_per_project=100,
-    ),
+    "demo": _sized(3, 4, 3, 4, 8, 100),
+    "1m": _sized(100, 100, 5, 4, 10, 100),
 }
