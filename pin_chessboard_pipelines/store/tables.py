@@ -6,6 +6,8 @@ Enum values are stored as strings (varchar), docs/store.md#replica-tables.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -28,6 +30,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.schema import SchemaItem
 
 from pin_chessboard_pipelines.entities import (
     BUILDING,
@@ -110,6 +113,12 @@ property_objects.info[RETURNS_BOOKKEEPING] = False
 def _handbook_table(name: str, id_type: type[SmallInteger | BigInteger], *columns: Column) -> Table:
     """A handbook table: the handbook's own id (never generated here), then its columns."""
     return Table(name, metadata, Column("id", id_type, primary_key=True, autoincrement=False), *columns)
+
+
+def _numbered_table(name: str, *columns: SchemaItem, **options: Any) -> Table:
+    """A table whose rows the store numbers as they come (a generated bigint id), then its columns."""
+    id_column = Column("id", BigInteger, primary_key=True, autoincrement=True)
+    return Table(name, metadata, id_column, *columns, **options)
 
 
 def _text(name: str, length: int) -> Column:
@@ -251,10 +260,8 @@ talent_import_runs = Table(
     Index("ix_talent_import_runs_status", "status"),
 )
 
-talent_import_pages = Table(
+talent_import_pages = _numbered_table(
     "talent_import_pages",
-    metadata,
-    Column("id", BigInteger, primary_key=True, autoincrement=True),
     Column("run_id", UUID(as_uuid=True), ForeignKey(f"{SCHEMA}.talent_import_runs.id"), nullable=False),
     Column("stage", String(16), nullable=False),
     Column("page_no", Integer, nullable=False),
@@ -317,10 +324,8 @@ talent_import_dry_run_states = Table(
     Column("state", JSONB, nullable=False),
 )
 
-talent_import_failed_items = Table(
+talent_import_failed_items = _numbered_table(
     "talent_import_failed_items",
-    metadata,
-    Column("id", BigInteger, primary_key=True, autoincrement=True),
     Column("run_id", UUID(as_uuid=True), nullable=False, index=True),
     Column("stage", String(16), nullable=False),
     Column("external_id", String(64)),
@@ -357,10 +362,8 @@ talent_tombstones = Table(
     _ts("deleted_at"),
 )
 
-outbox_messages = Table(
+outbox_messages = _numbered_table(
     "outbox_messages",
-    metadata,
-    Column("id", BigInteger, primary_key=True, autoincrement=True),
     Column("message_id", UUID(as_uuid=True), nullable=False, unique=True),
     Column("topic", String(255), nullable=False),
     Column("message_key", String(255), nullable=False),

@@ -134,19 +134,22 @@ def parse_faults(text: str) -> tuple[FaultRule, ...]:
     return tuple(rules)
 
 
-def _sized(
-    developers: int, projects: int, buildings: int, groups: int, layouts: int, objects: int
-) -> DatasetSpec:
-    """A preset by its sizes: developers, projects per developer, then per project its buildings,
-    layout groups, layouts and property objects."""
-    return DatasetSpec(
-        developers=developers,
-        projects_per_developer=projects,
-        buildings_per_project=buildings,
-        layout_groups_per_project=groups,
-        layouts_per_project=layouts,
-        objects_per_project=objects,
-    )
+# the sizes of a preset: developers, projects per developer, then per project its buildings, layout
+# groups, layouts and property objects
+_SIZES = (
+    "developers",
+    "projects_per_developer",
+    "buildings_per_project",
+    "layout_groups_per_project",
+    "layouts_per_project",
+    "objects_per_project",
+)
+
+
+def _sized(*sizes: int) -> DatasetSpec:
+    """A preset by its _SIZES, in that order."""
+    knobs: dict[str, Any] = dict(zip(_SIZES, sizes, strict=True))
+    return DatasetSpec(**knobs)
 
 
 PRESETS: dict[str, DatasetSpec] = {
