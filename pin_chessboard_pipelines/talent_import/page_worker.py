@@ -40,6 +40,7 @@ from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.retry import PERMANENT, FailurePolicy, Retrier
 from pin_chessboard_pipelines.stopper import Stopper
 from pin_chessboard_pipelines.talent_import import page_queue, runs
+from pin_chessboard_pipelines.talent_import.beating import Beating
 from pin_chessboard_pipelines.talent_import.model import ImportRun
 from pin_chessboard_pipelines.talent_import.page_cache import PageCache
 from pin_chessboard_pipelines.talent_import.request import Scope
@@ -158,10 +159,10 @@ def process_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class Heartbeat:
+class Heartbeat(Beating):
     """Renews, every `heartbeat_seconds`, the heartbeat of the run and of the pages `held()` returns,
     so that their claims stay this process's while it lives; calls `on_ended(status)` once when the
-    run ended elsewhere (another process failed it, an operator cancelled it)."""
+    run ended elsewhere (another process failed it, an operator cancelled it), and stops."""
 
     def __init__(
         self,
@@ -172,9 +173,8 @@ class Heartbeat:
         on_ended: Callable[[str | None], None] | None = None,
         name: str = "import-heartbeat",
     ) -> None:
+        super().__init__(session.options.heartbeat_seconds, name)
         self.session, self.claimed_by, self.held, self.on_ended = session, claimed_by, held, on_ended
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
     @staticmethod
     def of(work: StageWork) -> Heartbeat:
@@ -193,43 +193,18 @@ class Heartbeat:
             name=f"import-{work.stage.stage}-heartbeat",
         )
 
-    def start(self) -> Heartbeat:
-        self._thread.start()
-        return self
+    def log_fields(self) -> dict[str, Any]:
+        return self.session.log_fields()
 
-    def stop(self) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def __enter__(self) -> Heartbeat:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _loop(self) -> None:
-        """A beat at once (a step that lives for a moment still shows the run alive), then every
-        `heartbeat_seconds` until stopped or the run ended elsewhere."""
+    def beat_once(self) -> bool:
         session = self.session
-        while True:
-            try:
-                with session.engine.begin() as conn:
-                    status = runs.heartbeat(conn, session.run_id, self.claimed_by, self.held())
-            except Exception as error:  # noqa: BLE001 - the database restarting: the next beat tries again
-                log_event(
-                    log,
-                    logging.WARNING,
-                    "heartbeat-failed",
-                    **session.log_fields(),
-                    Error=repr(error_line(error)),
-                )
-                status = "Running"
-            if status != "Running" and self.on_ended is not None:
-                log_event(log, logging.WARNING, "run-ended-elsewhere", **session.log_fields(), Status=status)
-                self.on_ended(status)
-                return
-            if self._done.wait(session.options.heartbeat_seconds):
-                return
+        with session.engine.begin() as conn:
+            status = runs.heartbeat(conn, session.run_id, self.claimed_by, self.held())
+        if status != "Running" and self.on_ended is not None:
+            log_event(log, logging.WARNING, "run-ended-elsewhere", **session.log_fields(), Status=status)
+            self.on_ended(status)
+            return False
+        return True
 
 
 class StageThread:
