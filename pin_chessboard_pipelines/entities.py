@@ -10,6 +10,7 @@ has), its upsert and version guard (store/replica_upserts.py) and the replica's 
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -66,6 +67,11 @@ def name_column() -> Column:
 def pin_counter(name: str) -> Column:
     """An aggregate the recalc keeps (docs/project-aggregates-recalc.md)."""
     return column(name, Integer, Role.PIN, nullable=False, server_default="0")
+
+
+def in_project(*columns: Column) -> tuple[Column, ...]:
+    """The columns of a row under a project: its tenant and project, then `columns`."""
+    return tenant(), parent_key("project_id", "projects"), *columns
 
 
 def draft_status(role: Role = Role.PIN) -> Column:
@@ -134,24 +140,47 @@ def declare(
     )
 
 
-DEVELOPER = declare(
+def talent_entity(
+    name: str,
+    parent: str | None = None,
+    extra_parent: str | None = None,
+    partitions: int = 3,
+    columns: tuple[Column, ...] = (),
+) -> Entity:
+    """`declare` with the names that follow from `name` and the parents' names by Talent's
+    conventions: the aggregate type (LayoutGroup), the stage (LayoutGroups), the collection
+    (layout-groups), a parent's column (layout_group_id) and the scope field (layoutGroupId)."""
+    aggregate_type = name[0].upper() + name[1:]
+    return declare(
+        name,
+        f"{aggregate_type}s",
+        _kebab(name) + "s",
+        aggregate_type,
+        parent,
+        None if parent is None else _parent_column(parent),
+        None if parent is None else f"{parent}Id",
+        extra_parent,
+        None if extra_parent is None else _parent_column(extra_parent),
+        partitions,
+        columns,
+    )
+
+
+def _kebab(name: str) -> str:
+    return re.sub(r"[A-Z]", lambda m: "-" + m.group().lower(), name)
+
+
+def _parent_column(parent: str) -> str:
+    return _kebab(parent).replace("-", "_") + "_id"
+
+
+DEVELOPER = talent_entity(
     "developer",
-    "Developers",
-    "developers",
-    "Developer",
-    None,
-    None,
-    None,
     columns=(name_column(), column("inn", String(12), Role.SNAPSHOT), draft_status()),
 )
-PROJECT = declare(
+PROJECT = talent_entity(
     "project",
-    "Projects",
-    "projects",
-    "Project",
-    "developer",
-    "developer_id",
-    "developerId",
+    parent="developer",
     columns=(
         # a project's tenant and developer never change (CHESSBOARD_SYNC_IMMUTABLE_CHANGED)
         tenant(Role.CREATE_ONLY),
@@ -175,17 +204,10 @@ PROJECT = declare(
         pin_counter("property_objects_free_count"),
     ),
 )
-BUILDING = declare(
+BUILDING = talent_entity(
     "building",
-    "Buildings",
-    "buildings",
-    "Building",
-    "project",
-    "project_id",
-    "projectId",
-    columns=(
-        tenant(),
-        parent_key("project_id", "projects"),
+    parent="project",
+    columns=in_project(
         draft_status(),
         name_column(),
         column("floors_count", SmallInteger, Role.SNAPSHOT, nullable=False),
@@ -193,17 +215,10 @@ BUILDING = declare(
         pin_counter("property_objects_free_count"),
     ),
 )
-LAYOUT_GROUP = declare(
+LAYOUT_GROUP = talent_entity(
     "layoutGroup",
-    "LayoutGroups",
-    "layout-groups",
-    "LayoutGroup",
-    "project",
-    "project_id",
-    "projectId",
-    columns=(
-        tenant(),
-        parent_key("project_id", "projects"),
+    parent="project",
+    columns=in_project(
         name_column(),
         column("rooms", SmallInteger, Role.SNAPSHOT, nullable=False),
         pin_counter("layouts_count"),
@@ -211,19 +226,11 @@ LAYOUT_GROUP = declare(
         column("area_max", Numeric, Role.PIN),
     ),
 )
-LAYOUT = declare(
+LAYOUT = talent_entity(
     "layout",
-    "Layouts",
-    "layouts",
-    "Layout",
-    "project",
-    "project_id",
-    "projectId",
-    "layoutGroup",
-    "layout_group_id",
-    columns=(
-        tenant(),
-        parent_key("project_id", "projects"),
+    parent="project",
+    extra_parent="layoutGroup",
+    columns=in_project(
         parent_key("layout_group_id", "layout_groups", nullable=True),
         name_column(),
         column("rooms", SmallInteger, Role.SNAPSHOT, nullable=False),
@@ -231,20 +238,12 @@ LAYOUT = declare(
         pin_counter("property_objects_count"),
     ),
 )
-PROPERTY_OBJECT = declare(
+PROPERTY_OBJECT = talent_entity(
     "propertyObject",
-    "PropertyObjects",
-    "property-objects",
-    "PropertyObject",
-    "building",
-    "building_id",
-    "buildingId",
-    "layout",
-    "layout_id",
+    parent="building",
+    extra_parent="layout",
     partitions=6,
-    columns=(
-        tenant(),
-        parent_key("project_id", "projects"),
+    columns=in_project(
         parent_key("building_id", "buildings"),
         parent_key("layout_id", "layouts", nullable=True),
         column("number", String(32), Role.SNAPSHOT, nullable=False),

@@ -21,7 +21,7 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Protocol, TypedDict, TypeVar
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar
 
 from confluent_kafka import OFFSET_STORED, Consumer, TopicPartition
 from sqlalchemy.engine import Engine
@@ -40,7 +40,7 @@ from pin_chessboard_pipelines.events.offsets import (
 )
 from pin_chessboard_pipelines.events.relay import OutboxRelay
 from pin_chessboard_pipelines.events.topics_admin import probe_consumer
-from pin_chessboard_pipelines.observability.logs import log_event
+from pin_chessboard_pipelines.observability.logs import counter_fields, counters, log_event
 from pin_chessboard_pipelines.observability.metrics import CONSUMER_DEAD_LETTERS
 from pin_chessboard_pipelines.retry import (
     PERMANENT,
@@ -59,15 +59,33 @@ log = logging.getLogger(__name__)
 SYNC_POLICY = sync_policy()
 
 
-class BatchCounters(Protocol):
-    """What the loop counts in a consumer's result."""
+@dataclass
+class BatchCounters:
+    """What the loop counts in a consumer's result, and the items both syncs count: a consumer's
+    result extends it with its own figures."""
 
-    batches: int
-    failed: int  # items quarantined
-    published: int
-    retries: int
-    dead_letters: int
-    seconds: float
+    batches: int = 0
+    messages: int = 0
+    tombstones: int = 0
+    applied: int = 0
+    skipped: int = 0
+    failed: int = 0  # items quarantined
+    published: int = 0  # outbox rows the fast path relayed
+    retries: int = 0  # batches rolled back and read again
+    dead_letters: int = 0  # messages written to the dead-letter topic (docs/events.md#dead-letters)
+    seconds: float = 0.0
+
+    @property
+    def messages_per_second(self) -> float:
+        return self.messages / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return counters(self, after={"seconds": {"messagesPerSecond": round(self.messages_per_second, 1)}})
+
+    def log_fields(self) -> dict[str, Any]:
+        """The counters as the Key=value fields of a log line (lists and mappings left out)."""
+        summary = self.as_dict()
+        return counter_fields(summary, *(k for k, v in summary.items() if isinstance(v, list | dict)))
 
 
 R = TypeVar("R", bound=BatchCounters)

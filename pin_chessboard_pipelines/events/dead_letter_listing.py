@@ -37,7 +37,7 @@ from pin_chessboard_pipelines.events.dead_letters import (
 )
 from pin_chessboard_pipelines.events.kafka_client import group_consumer
 from pin_chessboard_pipelines.events.topics_admin import end_offsets, probe_consumer, topic_partitions
-from pin_chessboard_pipelines.observability.logs import log_event
+from pin_chessboard_pipelines.observability.logs import counters, log_event
 
 log = logging.getLogger(__name__)
 
@@ -115,19 +115,8 @@ class WaitingDeadLetter:
         return f"{self.origin_topic}[{self.origin_partition}]@{self.origin_offset}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "consumer": self.consumer,
-            "offset": self.offset,
-            "key": self.key,
-            "originTopic": self.origin_topic,
-            "originPartition": self.origin_partition,
-            "originOffset": self.origin_offset,
-            "error": self.error,
-            "errorType": self.error_type,
-            "attempts": self.attempts,
-            "failedAt": self.failed_at,
-            "ageSeconds": None if self.age_seconds is None else round(self.age_seconds, 1),
-        }
+        age = None if self.age_seconds is None else round(self.age_seconds, 1)
+        return {**counters(self), "ageSeconds": age}
 
     def line(self) -> str:
         """One log line: `dead-letter-waiting Consumer=… Key=… Origin=… Age=… Error=…`."""
@@ -168,14 +157,8 @@ class WaitingDeadLetters:
     letters: list[WaitingDeadLetter] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "consumer": self.consumer,
-            "topic": self.topic,
-            "waiting": self.waiting,
-            "replayedUpTo": self.replayed_up_to,
-            "listed": len(self.letters),
-            "deadLetters": [letter.as_dict() for letter in self.letters],
-        }
+        letters = {"listed": len(self.letters), "deadLetters": [letter.as_dict() for letter in self.letters]}
+        return counters(self, after={"letters": letters}, leave_out=("letters",))
 
 
 def _cell(text: object) -> str:

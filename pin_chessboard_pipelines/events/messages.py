@@ -15,6 +15,7 @@ import orjson
 
 from pin_chessboard_pipelines.events.kafka_client import client_config
 from pin_chessboard_pipelines.events.outbox import HEADER_NAMES, TRACEPARENT, payload_bytes
+from pin_chessboard_pipelines.observability.logs import counters
 
 DEFAULT_MESSAGE_TIMEOUT_MS = 30_000
 
@@ -59,16 +60,14 @@ class RelayResult:
         return self.published / self.seconds if self.seconds > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "published": self.published,
-            "batches": self.batches,
-            "failedAttempts": self.failed_attempts,
-            "lockBusy": self.lock_busy,
-            "seconds": round(self.seconds, 3),
-            "messagesPerSecond": round(self.messages_per_second, 1),
-            "lastError": self.last_error,
-            "complete": self.complete,
-        }
+        return counters(
+            self,
+            after={
+                "seconds": {"messagesPerSecond": round(self.messages_per_second, 1)},
+                "failed": {"complete": self.complete},
+            },
+            leave_out=("stopped_early", "failed"),
+        )
 
 
 def kafka_headers(headers_json: str | Mapping[str, Any]) -> list[tuple[str, bytes]]:

@@ -31,6 +31,8 @@ HEADER_NAMES = (
     "contractVersion",
     "correlationId",
 )
+# The columns of an outbox row as the writer's COPY gives them (outbox.sql outbox_copy_in).
+OUTBOX_COLUMNS = ("message_id", "topic", "message_key", "payload", "headers", "occurred_at")
 # Beside them, the W3C trace context of the writer (README "Traces"): a consumer continues the trace
 # of the import page or recalc project that wrote the event. Only when tracing is on.
 TRACEPARENT = tracing.TRACEPARENT
@@ -66,14 +68,16 @@ class OutboxEvent:
         }
 
     def row(self) -> dict[str, Any]:
-        return {
-            "message_id": self.message_id,
-            "topic": self.topic,
-            "message_key": self.aggregate_id,
-            "payload": self.payload,
-            "headers": self.headers(),
-            "occurred_at": self.occurred_at,
-        }
+        """The event's outbox row (its first contract version's), by the columns _line writes."""
+        values = (
+            self.message_id,
+            self.topic,
+            self.aggregate_id,
+            self.payload,
+            self.headers(),
+            self.occurred_at,
+        )
+        return dict(zip(OUTBOX_COLUMNS, values, strict=True))
 
 
 def write_outbox(conn: Connection, events: Sequence[OutboxEvent]) -> int:
@@ -194,7 +198,7 @@ _TOPICS = {event_type: topic_of(event_type) for event_type in EVENT_TYPES}
 
 
 def _line(message_id: str, topic: str, key: str, payload: str, headers: str, occurred_at: str) -> str:
-    """One COPY text-format row; JSON never holds a raw tab or newline."""
+    """One COPY text-format row (OUTBOX_COLUMNS); JSON never holds a raw tab or newline."""
     return f"{message_id}\t{topic}\t{key}\t{_copy_text(payload)}\t{_copy_text(headers)}\t{occurred_at}\n"
 
 

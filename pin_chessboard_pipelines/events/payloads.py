@@ -13,6 +13,8 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+from sqlalchemy import Integer, String
+
 from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.entities import ENTITIES
 from pin_chessboard_pipelines.events import exact_json
@@ -67,15 +69,27 @@ def _range(low: Any, high: Any) -> dict[str, Any] | None:
     return {"min": json_value(low), "max": json_value(high)}
 
 
-def developer_upserted(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "id": _str(row["id"]),
-        "name": row["name"],
-        "inn": row["inn"],
-        "status": row["status"],
-        "deletedAt": json_value(row["deleted_at"]),
-        "version": row["version"],
-    }
+def _camel(column: str) -> str:
+    head, *rest = column.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _declared(
+    entity: entities.Entity, leave_out: tuple[str, ...] = ()
+) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """The builder of an upserted payload made of the row's id, the entity's declared columns
+    (entities.py) but `leave_out` by their camelCase names, deletedAt and version, JSON-ready
+    (docs/events.md#payloads). Text and integer values are JSON as they are: only the other
+    columns' values go through json_value (a payload per property object is a hot path)."""
+    columns = [c for c in entity.columns if c.name not in leave_out]
+    fields = [
+        ("id", True),
+        *((c.name, not isinstance(c.type, String | Integer)) for c in columns),
+        ("deleted_at", True),
+        ("version", False),
+    ]
+    spec = tuple((_camel(f), f, convert) for f, convert in fields)
+    return lambda row: {name: json_value(row[f]) if convert else row[f] for name, f, convert in spec}
 
 
 def project_upserted(row: Mapping[str, Any], handbook: Handbook) -> dict[str, Any]:
@@ -108,18 +122,10 @@ def project_upserted(row: Mapping[str, Any], handbook: Handbook) -> dict[str, An
     }
 
 
-def building_upserted(row: Mapping[str, Any]) -> dict[str, Any]:
-    """Without the object counters: they are outside the building payload (docs/project-aggregates-recalc.md)."""
-    return {
-        "id": _str(row["id"]),
-        "tenantId": _str(row["tenant_id"]),
-        "projectId": _str(row["project_id"]),
-        "status": row["status"],
-        "name": row["name"],
-        "floorsCount": row["floors_count"],
-        "deletedAt": json_value(row["deleted_at"]),
-        "version": row["version"],
-    }
+# the object counters are outside the building payload (docs/project-aggregates-recalc.md)
+building_upserted = _declared(
+    entities.BUILDING, leave_out=("property_objects_total_count", "property_objects_free_count")
+)
 
 
 def layout_group_upserted(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -136,22 +142,13 @@ def layout_group_upserted(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def layout_upserted(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "id": _str(row["id"]),
-        "tenantId": _str(row["tenant_id"]),
-        "projectId": _str(row["project_id"]),
-        "layoutGroupId": _str(row["layout_group_id"]),
-        "name": row["name"],
-        "rooms": row["rooms"],
-        "totalArea": json_value(row["total_area"]),
-        "propertyObjectsCount": row["property_objects_count"],
-        "deletedAt": json_value(row["deleted_at"]),
-        "version": row["version"],
-    }
+developer_upserted = _declared(entities.DEVELOPER)
+layout_upserted = _declared(entities.LAYOUT)
 
 
 def property_object_upserted(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The declared payload (_declared) written out: a literal builds in half the time, and an
+    import builds one per property object."""
     return {
         "id": _str(row["id"]),
         "tenantId": _str(row["tenant_id"]),
@@ -173,24 +170,22 @@ def property_object_upserted(row: Mapping[str, Any]) -> dict[str, Any]:
 def property_object_price_changed(
     row: Mapping[str, Any], old_price: Decimal | None, source: str = "TalentSync"
 ) -> dict[str, Any]:
-    return {
-        "id": _str(row["id"]),
-        "projectId": _str(row["project_id"]),
-        "oldPrice": json_value(old_price),
-        "newPrice": json_value(row["price"]),
-        "source": source,
-        "version": row["version"],
-    }
+    return _changed(row, "Price", json_value(old_price), json_value(row["price"]), source)
 
 
 def property_object_status_changed(
     row: Mapping[str, Any], old_status: str | None, source: str = "TalentSync"
 ) -> dict[str, Any]:
+    return _changed(row, "Status", old_status, row["status"], source)
+
+
+def _changed(row: Mapping[str, Any], name: str, old: Any, new: Any, source: str) -> dict[str, Any]:
+    """A property object's change event: its id and project, the old and new value, by whom."""
     return {
         "id": _str(row["id"]),
         "projectId": _str(row["project_id"]),
-        "oldStatus": old_status,
-        "newStatus": row["status"],
+        f"old{name}": old,
+        f"new{name}": new,
         "source": source,
         "version": row["version"],
     }
@@ -208,18 +203,11 @@ UPSERTED_PAYLOADS: dict[str, Callable[[Mapping[str, Any], Handbook], dict[str, A
 
 
 def declared_payload(entity: entities.Entity) -> Callable[[Mapping[str, Any], Handbook], dict[str, Any]]:
-    """The upserted payload of an entity without a builder of its own: its id, its declared columns
-    (entities.py) by their camelCase names, deletedAt and version, JSON-ready (docs/events.md#payloads)."""
-    fields = ("id", *(c.name for c in entity.columns), "deleted_at", "version")
-    names = {f: _camel(f) for f in fields}
-    return lambda row, handbook: {names[f]: json_value(row[f]) for f in fields}
+    """The upserted payload of an entity without a builder of its own (see _declared)."""
+    payload = _declared(entity)
+    return lambda row, handbook: payload(row)
 
 
 def upserted_payload(entity: str) -> Callable[[Mapping[str, Any], Handbook], dict[str, Any]]:
     """The builder of an entity's upserted payload from a store row."""
     return UPSERTED_PAYLOADS.get(entity) or declared_payload(entities.entity(entity))
-
-
-def _camel(column: str) -> str:
-    head, *rest = column.split("_")
-    return head + "".join(part.title() for part in rest)

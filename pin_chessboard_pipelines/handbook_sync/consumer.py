@@ -26,7 +26,12 @@ from confluent_kafka import Consumer
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.errors import SYNC_VALIDATION_FAILED, HandbookSyncFailed, error_line
-from pin_chessboard_pipelines.events.consume_loop import BatchConsumer, ConsumerEvents, ConsumerOptions
+from pin_chessboard_pipelines.events.consume_loop import (
+    BatchConsumer,
+    BatchCounters,
+    ConsumerEvents,
+    ConsumerOptions,
+)
 from pin_chessboard_pipelines.events.offsets import Partition, check_partitions, group_lag, partition_lag
 from pin_chessboard_pipelines.handbook_sync import store
 from pin_chessboard_pipelines.handbook_sync.values import (
@@ -36,7 +41,7 @@ from pin_chessboard_pipelines.handbook_sync.values import (
     decode,
     newest,
 )
-from pin_chessboard_pipelines.observability.logs import counter_fields, counters, log_event
+from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import (
     HANDBOOK_REPUBLISH_BATCH_DURATION,
     HANDBOOK_REPUBLISHED,
@@ -54,27 +59,11 @@ log = logging.getLogger(__name__)
 
 # how a run ended, as `stopped` says it
 STOPPED = {StopReason.DONE: "idle", StopReason.TIME_BUDGET: "deadline", StopReason.CANCELLED: "stopped"}
-# the result's counters that `handbook-sync-completed` names
-COMPLETED_FIELDS = (
-    "messages",
-    "applied",
-    "skipped",
-    "failed",
-    "renamed",
-    "republished",
-    "stopped",
-    "seconds",
-)
 
 
 @dataclass
-class HandbookSyncResult:
-    batches: int = 0
-    messages: int = 0
-    tombstones: int = 0  # ignored: the replica keeps a deleted region / city
-    applied: int = 0
-    skipped: int = 0
-    failed: int = 0
+class HandbookSyncResult(BatchCounters):
+    # tombstones are ignored: the replica keeps a deleted region / city
     created: int = 0
     renamed: int = 0
     republished: int = 0  # projects
@@ -82,15 +71,8 @@ class HandbookSyncResult:
     longest_transaction_seconds: float = 0.0
     # the longest transaction that held the handbook rows (a poll batch with its first batches)
     handbook_transaction_seconds: float = 0.0
-    published: int = 0
-    retries: int = 0
-    dead_letters: int = 0  # messages written to the dead-letter topic (docs/events.md#dead-letters)
-    seconds: float = 0.0
     stopped: str = ""  # idle | deadline | stopped
     renames: list[dict[str, Any]] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return counters(self)
 
 
 class HandbookSync(BatchConsumer[HandbookSyncResult]):
@@ -132,9 +114,7 @@ class HandbookSync(BatchConsumer[HandbookSyncResult]):
         result.stopped = STOPPED.get(reason, "stopped")
 
     def _completed(self, result: HandbookSyncResult) -> None:
-        summary = result.as_dict()
-        fields = counter_fields({key: summary[key] for key in COMPLETED_FIELDS})
-        self._log(logging.INFO, "handbook-sync-completed", **fields)
+        self._log(logging.INFO, "handbook-sync-completed", **result.log_fields())
 
     def _log(self, level: int, event: str, **fields: Any) -> None:
         """One log line of this run, its CorrelationId last."""

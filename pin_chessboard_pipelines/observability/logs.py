@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 
@@ -18,11 +18,17 @@ def log_event(logger: logging.Logger | logging.LoggerAdapter, level: int, event:
         logger.log(level, "%s %s", event, text, extra={"event": event, "fields": fields})
 
 
-def counters(record: Any, after: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+def counters(
+    record: Any, after: Mapping[str, Mapping[str, Any]] | None = None, leave_out: Collection[str] = ()
+) -> dict[str, Any]:
     """A result dataclass as a summary: its fields in order under camelCase names, floats rounded to
-    3 places, enums as their values; `after[name]`: more entries that follow field `name`."""
+    3 places, enums as their values; `after[name]`: more entries that follow field `name` (also when
+    `leave_out` names that field: the entries stand in its place)."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(record):
+        if f.name in leave_out:
+            out.update((after or {}).get(f.name, {}))
+            continue
         value = getattr(record, f.name)
         if isinstance(value, float):
             value = round(value, 3)

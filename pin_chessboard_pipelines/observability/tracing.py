@@ -19,13 +19,14 @@ message must carry the writer's).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -47,6 +48,7 @@ TRACEPARENT = "traceparent"
 MAX_LINKS = 64
 
 T = TypeVar("T")
+P = ParamSpec("P")
 Attributes = Mapping[str, Any]
 
 _lock = threading.Lock()
@@ -190,6 +192,30 @@ def span(
         name, context=parent, kind=kind, attributes=_clean(attributes), links=list(links or ())
     ) as current:
         yield current
+
+
+def traced(
+    name: str,
+    attributes: Callable[[tuple[Any, ...], dict[str, Any]], Attributes],
+    ended: Callable[[Span, Any], None],
+) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """A decorator: when tracing is on, each call runs in a span `name` that starts with
+    `attributes(args, kwargs)` (which may fill in a keyword argument) and to which `ended(span,
+    result)` adds what the call returned."""
+
+    def decorate(fn: Callable[P, T]) -> Callable[P, T]:
+        @functools.wraps(fn)
+        def in_span(*args: P.args, **kwargs: P.kwargs) -> T:
+            if _tracer is None:
+                return fn(*args, **kwargs)
+            with span(name, attributes(args, kwargs)) as current:
+                result = fn(*args, **kwargs)
+                ended(current, result)
+                return result
+
+        return in_span
+
+    return decorate
 
 
 def root_span(name: str, attributes: Attributes | None = None, *, trace_key: str | None = None) -> Span:

@@ -17,7 +17,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec
+from typing import Any
 from uuid import UUID
 
 from sqlalchemy.engine import Engine
@@ -139,34 +139,26 @@ class DrainResult:
         }
 
 
-P = ParamSpec("P")
+def _drain_started(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tracing.Attributes:
+    # the drain's log lines and its span carry the same correlation id
+    kwargs["correlation_id"] = kwargs.get("correlation_id") or str(uuid.uuid4())
+    return {"pin.correlation_id": kwargs["correlation_id"]}
 
 
-def _traced(fn: Callable[P, DrainResult]) -> Callable[P, DrainResult]:
-    """A span per drain, the projects' spans under it (README "Traces")."""
-
-    @functools.wraps(fn)
-    def traced(*args: P.args, **kwargs: P.kwargs) -> DrainResult:
-        if not tracing.tracing_enabled():
-            return fn(*args, **kwargs)
-        kwargs["correlation_id"] = kwargs.get("correlation_id") or str(uuid.uuid4())
-        with tracing.span("recalc.drain", {"pin.correlation_id": kwargs["correlation_id"]}) as span:
-            result = fn(*args, **kwargs)
-            span.set_attributes(
-                {
-                    "pin.recalc.recalculated": result.recalculated,
-                    "pin.recalc.skipped_archived": result.skipped_archived,
-                    "pin.recalc.failed": result.failed,
-                    "pin.recalc.batches": result.batches,
-                    "pin.recalc.stopped": result.stopped.value,
-                }
-            )
-            return result
-
-    return traced
+def _drain_ended(span: Any, result: DrainResult) -> None:
+    span.set_attributes(
+        {
+            "pin.recalc.recalculated": result.recalculated,
+            "pin.recalc.skipped_archived": result.skipped_archived,
+            "pin.recalc.failed": result.failed,
+            "pin.recalc.batches": result.batches,
+            "pin.recalc.stopped": result.stopped.value,
+        }
+    )
 
 
-@_traced
+# a span per drain, the projects' spans under it (README "Traces")
+@tracing.traced("recalc.drain", _drain_started, _drain_ended)
 def drain(
     engine: Engine,
     *,
@@ -218,31 +210,24 @@ def drain(
     return loop.result
 
 
+@dataclass
 class _DrainLoop:
     """One `drain` call's state: the rows that failed in it, the store's retry rounds."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        batch_size: int,
-        policy: FailurePolicy,
-        stopper: Stopper,
-        run_log: Any,
-        exclude: frozenset[UUID],
-        per_project: bool = False,
-    ) -> None:
-        self.per_project = per_project
-        self.engine = engine
-        self.batch_size = batch_size
-        self.policy = policy
-        self.stopper = stopper
-        self.run_log = run_log
-        self.retrier = Retrier(policy, stopper)
-        self.result = DrainResult(passes=1)
-        self.failed_here: set[UUID] = set()
-        self.exclude = exclude
-        self.first_store_failure: float | None = None
-        self.store_rounds = 0
+    engine: Engine
+    batch_size: int
+    policy: FailurePolicy
+    stopper: Stopper
+    run_log: Any
+    exclude: frozenset[UUID]
+    per_project: bool = False
+    result: DrainResult = field(init=False, default_factory=lambda: DrainResult(passes=1))
+    failed_here: set[UUID] = field(init=False, default_factory=set)
+    first_store_failure: float | None = field(init=False, default=None)
+    store_rounds: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        self.retrier = Retrier(self.policy, self.stopper)
 
     def run(self, ctx: ProjectContext) -> None:
         while not self.stopper.stopped():

@@ -6,17 +6,15 @@ manager's (recalc/queue.py); this module owns the transaction, the events, the l
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any, ParamSpec
+from typing import Any
 from uuid import UUID
 
 from sqlalchemy.engine import Connection
@@ -91,27 +89,14 @@ class ProjectContext:
         return self.alerts or self.logger
 
 
-P = ParamSpec("P")
+def _project_ended(span: Any, outcome: ProjectOutcome) -> None:
+    span.set_attributes({"pin.recalc.result": str(outcome.result)})
+    if outcome.error is not None:
+        span.set_status(tracing.Status(tracing.StatusCode.ERROR, outcome.error[:200]))
 
 
-def _traced(fn: Callable[P, ProjectOutcome]) -> Callable[P, ProjectOutcome]:
-    """A span per project under the drain's (README "Traces")."""
-
-    @functools.wraps(fn)
-    def traced(*args: P.args, **kwargs: P.kwargs) -> ProjectOutcome:
-        if not tracing.tracing_enabled():
-            return fn(*args, **kwargs)
-        with tracing.span("recalc.project", {"pin.project.id": str(args[1])}) as span:
-            outcome = fn(*args, **kwargs)
-            span.set_attributes({"pin.recalc.result": str(outcome.result)})
-            if outcome.error is not None:
-                span.set_status(tracing.Status(tracing.StatusCode.ERROR, outcome.error[:200]))
-            return outcome
-
-    return traced
-
-
-@_traced
+# a span per project under the drain's (README "Traces")
+@tracing.traced("recalc.project", lambda args, _: {"pin.project.id": str(args[1])}, _project_ended)
 def process_project(conn: Connection, project_id: UUID, ctx: ProjectContext) -> ProjectOutcome:
     """One project = one transaction; a failure is rolled back and booked separately."""
     started = time.perf_counter()

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, RowMapping
 
 from pin_chessboard_pipelines.errors import Refused
 from pin_chessboard_pipelines.observability import tracing
@@ -117,6 +117,16 @@ def release_ended_import_requests(conn: Connection, *, debounce_seconds: float, 
     ).rowcount
 
 
+def _due_batch(batch_size: int, poison_attempts: int, exclude: Iterable[UUID]) -> dict[str, Any]:
+    """The parameters of select_due_batch and claim_due_batch (recalc.sql): their rules are the same."""
+    return {
+        "batch_size": batch_size,
+        "poison_attempts": poison_attempts,
+        "exclude": [str(p) for p in exclude],
+        **_ALIVE,
+    }
+
+
 def select_due_batch(
     conn: Connection, batch_size: int, poison_attempts: int, exclude: Iterable[UUID] = ()
 ) -> list[UUID]:
@@ -124,13 +134,7 @@ def select_due_batch(
     (FOR UPDATE SKIP LOCKED), poison rows and `exclude`."""
     with conn.begin():
         rows = conn.execute(
-            queries("recalc")["select_due_batch"],
-            {
-                "batch_size": batch_size,
-                "poison_attempts": poison_attempts,
-                "exclude": [str(p) for p in exclude],
-                **_ALIVE,
-            },
+            queries("recalc")["select_due_batch"], _due_batch(batch_size, poison_attempts, exclude)
         ).scalars()
         return [_uuid(p) for p in rows]
 
@@ -145,6 +149,17 @@ class Claim:
     waited_seconds: float  # first request -> now
     live: bool  # the project exists and is neither deleted nor archived
 
+    @staticmethod
+    def of(row: RowMapping) -> Claim:
+        """The claim of a claim_project / claim_due_batch row."""
+        return Claim(
+            tenant_id=row["tenant_id"],
+            requested_count=int(row["requested_count"]),
+            last_reason=row["last_reason"],
+            waited_seconds=float(row["waited_seconds"]),
+            live=bool(row["live"]),
+        )
+
 
 def claim_project(conn: Connection, project_id: UUID, poison_attempts: int) -> Claim | None:
     """Locks the project's due row in the caller's transaction; None: another drain holds it, it was
@@ -157,15 +172,7 @@ def claim_project(conn: Connection, project_id: UUID, poison_attempts: int) -> C
         .mappings()
         .first()
     )
-    if row is None:
-        return None
-    return Claim(
-        tenant_id=row["tenant_id"],
-        requested_count=int(row["requested_count"]),
-        last_reason=row["last_reason"],
-        waited_seconds=float(row["waited_seconds"]),
-        live=bool(row["live"]),
-    )
+    return None if row is None else Claim.of(row)
 
 
 def recompute_project(conn: Connection, project_id: UUID) -> list[tuple[str, str]]:
@@ -182,27 +189,9 @@ def claim_due_batch(
     DueAt first, skipping rows another drain holds (SKIP LOCKED), poison rows, `exclude` and rows
     held by a live import run."""
     rows = conn.execute(
-        queries("recalc")["claim_due_batch"],
-        {
-            "batch_size": batch_size,
-            "poison_attempts": poison_attempts,
-            "exclude": [str(p) for p in exclude],
-            **_ALIVE,
-        },
-    ).all()
-    return [
-        (
-            _uuid(row.project_id),
-            Claim(
-                tenant_id=row.tenant_id,
-                requested_count=int(row.requested_count),
-                last_reason=row.last_reason,
-                waited_seconds=float(row.waited_seconds),
-                live=bool(row.live),
-            ),
-        )
-        for row in rows
-    ]
+        queries("recalc")["claim_due_batch"], _due_batch(batch_size, poison_attempts, exclude)
+    ).mappings()
+    return [(_uuid(row["project_id"]), Claim.of(row)) for row in rows]
 
 
 def recompute_batch(conn: Connection, claimed: Iterable[UUID]) -> list[tuple[str, UUID | None, str]]:

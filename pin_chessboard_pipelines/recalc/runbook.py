@@ -109,6 +109,16 @@ class RecalcStatus:
     oldest: list[DueRow]  # the rows with the earliest DueAt, due or not
     read_at: datetime | None = None  # the database's now() every figure and state is as of
 
+    def figures(self) -> dict[str, Any]:
+        """The queue at a glance (QueueStatus.as_dict) with the held rows and the next DueAt to the
+        second ("-": none): what the runbook's status metadata and its log line show."""
+        next_due = self.queue.next_due_at
+        return {
+            **self.queue.as_dict(),
+            "held": self.held,
+            "nextDueAt": "-" if next_due is None else next_due.isoformat(timespec="seconds"),
+        }
+
 
 def recalc_status(conn: Connection, poison_attempts: int, oldest: int = OLDEST_ROWS) -> RecalcStatus:
     sql = queries("recalc_runbook")

@@ -275,21 +275,10 @@ def _live_numbers(view: ReplicaView, batch: Batch, decided: list[Item]) -> list[
 
 
 def _finish(view: ReplicaView, batch: Batch) -> None:
-    ctx, result = batch.ctx, batch.result
+    result = batch.result
     batch.quarantine.sort(key=lambda q: q.position)
     view.write(batch)  # drops the quarantine rows of messages quarantined already (a batch read again)
     result.quarantined = [(q.external_id, q.code) for q in batch.quarantine]
     for q in batch.quarantine:
-        log_event(
-            log,
-            logging.WARNING,
-            "item-quarantined",
-            RunId=ctx.run_id,
-            Stage=batch.stage,
-            ExternalId=q.external_id,
-            CorrelationId=ctx.correlation_id,
-            ErrorCode=q.code,
-            DryRun=ctx.dry_run,
-            Error=q.message,
-        )
+        log_event(log, logging.WARNING, "item-quarantined", **batch.log_fields(), **q.log_fields())
     result.touched_projects = {(UUID(p), UUID(t)) for p, t in batch.touched.items()}

@@ -30,6 +30,9 @@ class Quarantine:
     message: str
     source: Source | None = None  # the message it was read from (talent/topic_reader.py)
 
+    def log_fields(self) -> dict[str, Any]:
+        return {"ExternalId": self.external_id, "ErrorCode": self.code, "Error": self.message}
+
 
 @dataclass
 class Item:
@@ -109,15 +112,11 @@ class Batch:
             self.result.unresolved_references.append(reference)
             self._warn(record, "unresolved-reference", {"Reference": reference})
 
-    def _warn(self, record: TalentRecord, event: str, fields: dict[str, Any]) -> None:
+    def log_fields(self) -> dict[str, Any]:
+        """RunId (an import's), Stage, CorrelationId and DryRun of the batch's log lines."""
         ctx = self.ctx
-        log_event(
-            log,
-            logging.WARNING,
-            event,
-            **fields,
-            ExternalId=record.talent_id,
-            Stage=self.stage,
-            CorrelationId=ctx.correlation_id,
-            DryRun=ctx.dry_run,
-        )
+        run = {} if ctx.run_id is None else {"RunId": ctx.run_id}
+        return {**run, "Stage": self.stage, "CorrelationId": ctx.correlation_id, "DryRun": ctx.dry_run}
+
+    def _warn(self, record: TalentRecord, event: str, fields: dict[str, Any]) -> None:
+        log_event(log, logging.WARNING, event, **fields, ExternalId=record.talent_id, **self.log_fields())

@@ -78,11 +78,17 @@ class ApplyContext:
 
 
 @dataclass
-class ApplyResult:
+class ItemCounts:
+    """What an apply counts of its items; an import's stage sums them (talent_import StageCounters)."""
+
     planned: int = 0  # items read from the source
     applied: int = 0  # created or changed
     skipped: int = 0  # no-op by the version guard
     failed: int = 0  # quarantined
+
+
+@dataclass
+class ApplyResult(ItemCounts):
     touched_projects: set[tuple[UUID, UUID]] = field(default_factory=set)  # (project PIN id, tenant id)
     events: int = 0  # outbox rows written
     unknown_enums: list[tuple[str, str]] = field(default_factory=list)  # (enum, value)

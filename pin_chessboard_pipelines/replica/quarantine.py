@@ -26,23 +26,21 @@ def insert_failed_items(
     offset: a batch read again) is not written twice."""
     if not rows:
         return []
-    with Cursor(conn) as cur:
-        cur.execute(
-            queries("replica")["insert_failed_items"],
-            {
-                "run_id": str(run_id),
-                "stage": stage,
-                "external_ids": [q.external_id for q in rows],
-                "error_codes": [q.code for q in rows],
-                "error_messages": [q.message for q in rows],
-                "payloads": [payload_json(q.raw) for q in rows],
-                "source_topics": [None if q.source is None else q.source.topic for q in rows],
-                "source_partitions": [None if q.source is None else q.source.partition for q in rows],
-                "source_offsets": [None if q.source is None else q.source.offset for q in rows],
-            },
-        )
-        written = {(t, p, o) for t, p, o in cur.fetchall()}
-    return [q for q in rows if q.source is None or tuple(q.source) in written]
+    written = _stage_rows(
+        conn,
+        "insert_failed_items",
+        run_id,
+        stage,
+        external_ids=[q.external_id for q in rows],
+        error_codes=[q.code for q in rows],
+        error_messages=[q.message for q in rows],
+        payloads=[payload_json(q.raw) for q in rows],
+        source_topics=[None if q.source is None else q.source.topic for q in rows],
+        source_partitions=[None if q.source is None else q.source.partition for q in rows],
+        source_offsets=[None if q.source is None else q.source.offset for q in rows],
+    )
+    sources = {(r["source_topic"], r["source_partition"], r["source_offset"]) for r in written}
+    return [q for q in rows if q.source is None or tuple(q.source) in sources]
 
 
 def take_waiting_items(
@@ -53,18 +51,8 @@ def take_waiting_items(
     item again (decimals with their digits, the message it was read from under SOURCE)."""
     if not parent_ids:
         return []
-    with Cursor(conn) as cur:
-        cur.execute(
-            queries("replica")["take_waiting_items"],
-            {
-                "run_id": str(run_id),
-                "stage": stage,
-                "code": code,
-                "field": field,
-                "ids": array_literal(sorted({i.lower() for i in parent_ids}), text=True),
-            },
-        )
-        rows = cur.fetch_rows()
+    ids = array_literal(sorted({i.lower() for i in parent_ids}), text=True)
+    rows = _stage_rows(conn, "take_waiting_items", run_id, stage, code=code, field=field, ids=ids)
     items = []
     for row in sorted(rows, key=lambda r: r["id"]):
         item = json.loads(row["payload"], parse_float=Decimal)
@@ -74,6 +62,15 @@ def take_waiting_items(
             item[SOURCE] = [row["source_topic"], row["source_partition"], row["source_offset"]]
         items.append(item)
     return items
+
+
+def _stage_rows(
+    conn: Connection, query: str, run_id: UUID, stage: str, **params: Any
+) -> list[dict[str, Any]]:
+    """What replica.sql's `query` on the quarantine rows of `run_id` and `stage` returns."""
+    with Cursor(conn) as cur:
+        cur.execute(queries("replica")[query], {"run_id": str(run_id), "stage": stage, **params})
+        return cur.fetch_rows()
 
 
 def payload_json(raw: Any) -> str:

@@ -7,6 +7,10 @@ refuses it); `queries` hands the statements to SQLAlchemy's `conn.execute` and t
 of the bulk paths alike (store/cursor.py compiles them with SQLAlchemy's psycopg2 dialect). An
 identifier (a table or column of entities.py, never input) is a `{name}` placeholder, quoted by
 the driver (store/cursor.py `with_identifiers`).
+
+A part that several queries of a file share (the aggregates' formulas of recalc.sql) is written
+once after a line `-- fragment: fragment_name`, and stands in a query where a line says
+`-- include: fragment_name`; a fragment is not a query of its own.
 """
 
 from __future__ import annotations
@@ -23,20 +27,40 @@ _CAST_AFTER_BIND = re.compile(r"(?<![:\w]):\w+::")
 
 
 def parse_queries(source: str) -> dict[str, str]:
-    queries: dict[str, list[str]] = {}
+    blocks: dict[str, list[str]] = {}
+    fragments: set[str] = set()
     current: list[str] | None = None
     for line in source.splitlines():
         stripped = line.strip()
-        if stripped.startswith("-- name:"):
-            name = stripped.removeprefix("-- name:").strip()
-            if not name or name in queries:
+        if stripped.startswith(("-- name:", "-- fragment:")):
+            kind, _, name = stripped.removeprefix("-- ").partition(":")
+            name = name.strip()
+            if not name or name in blocks:
                 raise ValueError(f"query name {name!r} is empty or repeated")
-            current = queries[name] = []
-        elif current is not None and (current or (stripped and not stripped.startswith("--"))):
+            current = blocks[name] = []
+            if kind == "fragment":
+                fragments.add(name)
+        elif current is not None and (
+            current or (stripped and not stripped.startswith("--")) or stripped.startswith("-- include:")
+        ):
             # a query's leading comment lines are for the reader: the statement starts with its
-            # keyword (which also names its span in traces, README "Traces")
+            # keyword (which also names its span in traces, README "Traces"), or with a fragment's
             current.append(line)
-    return {name: "\n".join(lines).strip().rstrip(";") for name, lines in queries.items()}
+
+    def expanded(lines: list[str]) -> str:
+        out = []
+        for line in lines:
+            stripped = line.strip()
+            if stripped.startswith("-- include:"):
+                fragment = stripped.removeprefix("-- include:").strip()
+                if fragment not in fragments:
+                    raise ValueError(f"-- include: {fragment!r} names no fragment of the file")
+                out.append("\n".join(blocks[fragment]).rstrip())
+            else:
+                out.append(line)
+        return "\n".join(out).strip().rstrip(";")
+
+    return {name: expanded(lines) for name, lines in blocks.items() if name not in fragments}
 
 
 @cache

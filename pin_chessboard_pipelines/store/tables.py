@@ -6,6 +6,8 @@ Enum values are stored as strings (varchar), docs/store.md#replica-tables.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -28,6 +30,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.schema import SchemaItem
 
 from pin_chessboard_pipelines.entities import (
     BUILDING,
@@ -105,42 +108,48 @@ Index(
 # the columns of the events and the recalc, no more: each returned column is parsed by the driver
 property_objects.info[RETURNS_BOOKKEEPING] = False
 
+
 # Handbook replica: reference data the project ships (docs/store.md#handbook-replica).
-handbook_countries = Table(
-    "handbook_countries",
-    metadata,
-    Column("id", SmallInteger, primary_key=True, autoincrement=False),
-    Column("name", String(128), nullable=False),
-    Column("iso_code", String(3), nullable=False),
-)
+def _handbook_table(name: str, id_type: type[SmallInteger | BigInteger], *columns: Column) -> Table:
+    """A handbook table: the handbook's own id (never generated here), then its columns."""
+    return Table(name, metadata, Column("id", id_type, primary_key=True, autoincrement=False), *columns)
 
-handbook_regions = Table(
+
+def _numbered_table(name: str, *columns: SchemaItem, **options: Any) -> Table:
+    """A table whose rows the store numbers as they come (a generated bigint id), then its columns."""
+    id_column = Column("id", BigInteger, primary_key=True, autoincrement=True)
+    return Table(name, metadata, id_column, *columns, **options)
+
+
+def _text(name: str, length: int) -> Column:
+    return Column(name, String(length), nullable=False)
+
+
+def _topic_version() -> Column:
+    """The handbook topic's version of the row (pin.handbook.regions.v1, ...); 0 = seeded, never synced."""
+    return Column("version", BigInteger, nullable=False, server_default="0")
+
+
+handbook_countries = _handbook_table(
+    "handbook_countries", SmallInteger, _text("name", 128), _text("iso_code", 3)
+)
+handbook_regions = _handbook_table(
     "handbook_regions",
-    metadata,
-    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    BigInteger,
     Column("country_id", SmallInteger, ForeignKey(f"{SCHEMA}.handbook_countries.id"), nullable=False),
-    Column("name", String(128), nullable=False),
-    # the handbook topic's version of the row (pin.handbook.regions.v1); 0 = seeded, never synced
-    Column("version", BigInteger, nullable=False, server_default="0"),
+    _text("name", 128),
+    _topic_version(),
 )
-
-handbook_cities = Table(
+handbook_cities = _handbook_table(
     "handbook_cities",
-    metadata,
-    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    BigInteger,
     # no foreign key: the handbook service owns the reference; a city may arrive before its region
     Column("region_id", BigInteger, nullable=False),
-    Column("name", String(128), nullable=False),
-    Column("version", BigInteger, nullable=False, server_default="0"),  # 0 = seeded, never synced
+    _text("name", 128),
+    _topic_version(),
 )
-
-handbook_currencies = Table(
-    "handbook_currencies",
-    metadata,
-    Column("id", SmallInteger, primary_key=True, autoincrement=False),
-    Column("iso_code", String(3), nullable=False),
-    Column("name", String(64), nullable=False),
-    Column("sign", String(8), nullable=False),
+handbook_currencies = _handbook_table(
+    "handbook_currencies", SmallInteger, _text("iso_code", 3), _text("name", 64), _text("sign", 8)
 )
 
 # handbook-sync's pending republishes (docs/store.md#handbook-sync): one row per renamed region or
@@ -251,10 +260,8 @@ talent_import_runs = Table(
     Index("ix_talent_import_runs_status", "status"),
 )
 
-talent_import_pages = Table(
+talent_import_pages = _numbered_table(
     "talent_import_pages",
-    metadata,
-    Column("id", BigInteger, primary_key=True, autoincrement=True),
     Column("run_id", UUID(as_uuid=True), ForeignKey(f"{SCHEMA}.talent_import_runs.id"), nullable=False),
     Column("stage", String(16), nullable=False),
     Column("page_no", Integer, nullable=False),
@@ -317,10 +324,8 @@ talent_import_dry_run_states = Table(
     Column("state", JSONB, nullable=False),
 )
 
-talent_import_failed_items = Table(
+talent_import_failed_items = _numbered_table(
     "talent_import_failed_items",
-    metadata,
-    Column("id", BigInteger, primary_key=True, autoincrement=True),
     Column("run_id", UUID(as_uuid=True), nullable=False, index=True),
     Column("stage", String(16), nullable=False),
     Column("external_id", String(64)),
@@ -357,10 +362,8 @@ talent_tombstones = Table(
     _ts("deleted_at"),
 )
 
-outbox_messages = Table(
+outbox_messages = _numbered_table(
     "outbox_messages",
-    metadata,
-    Column("id", BigInteger, primary_key=True, autoincrement=True),
     Column("message_id", UUID(as_uuid=True), nullable=False, unique=True),
     Column("topic", String(255), nullable=False),
     Column("message_key", String(255), nullable=False),

@@ -121,12 +121,17 @@ def _missing(name: str) -> SnapshotInvalid:
     return SnapshotInvalid(f"{name}: required field is missing")
 
 
+def _absent(name: str, required: bool) -> Any:
+    """A field that is absent or null: None, unless it is required."""
+    if required:
+        raise _missing(name)
+    return None
+
+
 def _uuid(raw: Mapping[str, Any], name: str, required: bool = True) -> str | None:
     value = raw.get(name)
     if value is None:
-        if required:
-            raise _missing(name)
-        return None
+        return _absent(name, required)
     if not isinstance(value, str):
         raise SnapshotInvalid(f"{name}: expected a UUID string, got {type(value).__name__}")
     try:
@@ -138,9 +143,7 @@ def _uuid(raw: Mapping[str, Any], name: str, required: bool = True) -> str | Non
 def _int(raw: Mapping[str, Any], name: str, lo: int, hi: int, required: bool = True) -> int | None:
     value = raw.get(name)
     if value is None:
-        if required:
-            raise _missing(name)
-        return None
+        return _absent(name, required)
     if type(value) is not int:  # bool is an int subclass, but not a JSON integer
         raise SnapshotInvalid(f"{name}: expected an integer, got {type(value).__name__}")
     if not lo <= value <= hi:
@@ -151,9 +154,7 @@ def _int(raw: Mapping[str, Any], name: str, lo: int, hi: int, required: bool = T
 def _text(raw: Mapping[str, Any], name: str, lo: int, hi: int, required: bool = True) -> str | None:
     value = raw.get(name)
     if value is None:
-        if required:
-            raise _missing(name)
-        return None
+        return _absent(name, required)
     if not isinstance(value, str):
         raise SnapshotInvalid(f"{name}: expected a string, got {type(value).__name__}")
     if not lo <= len(value) <= hi:
@@ -210,9 +211,7 @@ def _decimal(
 ) -> Decimal | None:
     value = raw.get(name)
     if value is None:
-        if required:
-            raise _missing(name)
-        return None
+        return _absent(name, required)
     try:
         number = parse_decimal(value)
     except ValueError as exc:
@@ -341,35 +340,33 @@ def _project(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
     )
 
 
-def _building(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
-    talent_id, version, columns = _common("building", raw)
+def _project_child(entity: str, raw: Mapping[str, Any]) -> tuple[str, int, dict[str, Any], str]:
+    """_common and what every child of a project carries: its project (Talent id, PIN) and name."""
+    talent_id, version, columns = _common(entity, raw)
     project = _uuid(raw, "projectId")
     assert project is not None
-    columns["name"] = _text(raw, "name", 1, 256)
-    columns["floors_count"] = _int(raw, "floorsCount", 1, 200)
     columns["project_id"] = _parent_pin("project", project)
+    columns["name"] = _text(raw, "name", 1, 256)
+    return talent_id, version, columns, project
+
+
+def _building(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
+    talent_id, version, columns, project = _project_child("building", raw)
+    columns["floors_count"] = _int(raw, "floorsCount", 1, 200)
     return TalentRecord("building", talent_id, version, columns, {"project": project})
 
 
 def _layout_group(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
-    talent_id, version, columns = _common("layoutGroup", raw)
-    project = _uuid(raw, "projectId")
-    assert project is not None
-    columns["name"] = _text(raw, "name", 1, 256)
+    talent_id, version, columns, project = _project_child("layoutGroup", raw)
     columns["rooms"] = _int(raw, "rooms", 0, 10)
-    columns["project_id"] = _parent_pin("project", project)
     return TalentRecord("layoutGroup", talent_id, version, columns, {"project": project})
 
 
 def _layout(raw: Mapping[str, Any], handbook: Handbook) -> TalentRecord:
-    talent_id, version, columns = _common("layout", raw)
-    project = _uuid(raw, "projectId")
-    assert project is not None
+    talent_id, version, columns, project = _project_child("layout", raw)
     group = _uuid(raw, "layoutGroupId", required=False)
-    columns["name"] = _text(raw, "name", 1, 256)
     columns["rooms"] = _int(raw, "rooms", 0, 10)
     columns["total_area"] = _decimal(raw, "totalArea", low=Decimal(0), high=MAX_AREA, low_inclusive=False)
-    columns["project_id"] = _parent_pin("project", project)
     columns["layout_group_id"] = None if group is None else _parent_pin("layoutGroup", group)
     parents = {"project": project}
     if group is not None:

@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from pin_chessboard_pipelines.entities import Entity
 from pin_chessboard_pipelines.errors import (
@@ -39,9 +40,11 @@ from pin_chessboard_pipelines.replica.apply import ApplyContext, ApplyResult
 from pin_chessboard_pipelines.retry import PERMANENT, FailurePolicy, Retrier
 from pin_chessboard_pipelines.stopper import Stopper
 from pin_chessboard_pipelines.talent_import import page_queue, runs
+from pin_chessboard_pipelines.talent_import.beating import Beating
 from pin_chessboard_pipelines.talent_import.model import ImportRun
 from pin_chessboard_pipelines.talent_import.page_cache import PageCache
 from pin_chessboard_pipelines.talent_import.request import Scope
+from pin_chessboard_pipelines.talent_import.result import item_fields
 from pin_chessboard_pipelines.talent_import.staging import ReadFrom, staged_items
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
@@ -156,10 +159,10 @@ def process_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class Heartbeat:
+class Heartbeat(Beating):
     """Renews, every `heartbeat_seconds`, the heartbeat of the run and of the pages `held()` returns,
     so that their claims stay this process's while it lives; calls `on_ended(status)` once when the
-    run ended elsewhere (another process failed it, an operator cancelled it)."""
+    run ended elsewhere (another process failed it, an operator cancelled it), and stops."""
 
     def __init__(
         self,
@@ -170,9 +173,8 @@ class Heartbeat:
         on_ended: Callable[[str | None], None] | None = None,
         name: str = "import-heartbeat",
     ) -> None:
+        super().__init__(session.options.heartbeat_seconds, name)
         self.session, self.claimed_by, self.held, self.on_ended = session, claimed_by, held, on_ended
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
     @staticmethod
     def of(work: StageWork) -> Heartbeat:
@@ -191,53 +193,55 @@ class Heartbeat:
             name=f"import-{work.stage.stage}-heartbeat",
         )
 
-    def start(self) -> Heartbeat:
-        self._thread.start()
-        return self
+    def log_fields(self) -> dict[str, Any]:
+        return self.session.log_fields()
 
-    def stop(self) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def __enter__(self) -> Heartbeat:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _loop(self) -> None:
-        """A beat at once (a step that lives for a moment still shows the run alive), then every
-        `heartbeat_seconds` until stopped or the run ended elsewhere."""
+    def beat_once(self) -> bool:
         session = self.session
-        while True:
-            try:
-                with session.engine.begin() as conn:
-                    status = runs.heartbeat(conn, session.run_id, self.claimed_by, self.held())
-            except Exception as error:  # noqa: BLE001 - the database restarting: the next beat tries again
-                log_event(
-                    log,
-                    logging.WARNING,
-                    "heartbeat-failed",
-                    **session.log_fields(),
-                    Error=repr(error_line(error)),
-                )
-                status = "Running"
-            if status != "Running" and self.on_ended is not None:
-                log_event(log, logging.WARNING, "run-ended-elsewhere", **session.log_fields(), Status=status)
-                self.on_ended(status)
-                return
-            if self._done.wait(session.options.heartbeat_seconds):
-                return
+        with session.engine.begin() as conn:
+            status = runs.heartbeat(conn, session.run_id, self.claimed_by, self.held())
+        if status != "Running" and self.on_ended is not None:
+            log_event(log, logging.WARNING, "run-ended-elsewhere", **session.log_fields(), Status=status)
+            self.on_ended(status)
+            return False
+        return True
 
 
-class PageWorker:
-    """One worker thread of a stage: claims and processes pages until the stage's barrier."""
+class StageThread:
+    """What one thread of a stage (a page worker, the walker) works with: the stage's shared work,
+    its import run, its entity and the import's options."""
 
     def __init__(self, work: StageWork) -> None:
         self.work = work
         self.session = work.session
         self.stage = work.stage
         self.options = work.options
+
+    def page_failed(
+        self, page_no: int, scope: str, wait: float | None, reason: str, error: BaseException, **fields: Any
+    ) -> None:
+        """Counts and logs a failed read or apply of a page: for good when `wait` is None, else it is
+        tried again after `wait` seconds."""
+        stage = self.stage.stage
+        if wait is None:
+            IMPORT_PAGES.labels(stage, "Failed").inc()
+        else:
+            IMPORT_PAGE_RETRIES.labels(stage).inc()
+        log_event(
+            log,
+            logging.WARNING,
+            "page-failed" if wait is None else "page-retry",
+            **self.session.log_fields(stage, page_no),
+            Scope=scope or "all",
+            **fields,
+            Reason=reason,
+            **({} if wait is None else {"WaitSeconds": f"{wait:.1f}"}),
+            Error=repr(error_line(error)),
+        )
+
+
+class PageWorker(StageThread):
+    """One worker thread of a stage: claims and processes pages until the stage's barrier."""
 
     def run(self) -> None:
         work, session = self.work, self.session
@@ -381,20 +385,9 @@ class PageWorker:
                 )
 
         attempts = work.retrying("record a failed page", record)
-        if permanent:  # a page counts Failed once, when it fails for good
-            IMPORT_PAGES.labels(stage.stage, "Failed").inc()
-        else:
-            IMPORT_PAGE_RETRIES.labels(stage.stage).inc()
-        log_event(
-            log,
-            logging.WARNING,
-            "page-failed" if permanent else "page-retry",
-            **session.log_fields(stage.stage, page.page_no),
-            Scope=page.scope or "all",
-            Attempts=attempts,
-            Reason=reason,
-            **({} if permanent else {"WaitSeconds": f"{lease:.1f}"}),
-            Error=repr(error_line(error)),
+        # a page counts Failed once, when it fails for good
+        self.page_failed(
+            page.page_no, page.scope, None if permanent else lease, reason, error, Attempts=attempts
         )
         if permanent:
             work.first_failure.pop(page.id, None)
@@ -436,9 +429,7 @@ class PageWorker:
             Scope=page.scope or "all",
             **self.work.developer_fields(page.scope),
             Items=planned,
-            ItemsApplied=result.applied,
-            ItemsSkipped=result.skipped,
-            ItemsFailed=result.failed,
+            **item_fields(result),
             Events=result.events,
             Ms=f"{elapsed_ms:.0f}",
         )

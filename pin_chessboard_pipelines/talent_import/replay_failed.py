@@ -38,7 +38,7 @@ from pin_chessboard_pipelines.store.queries import queries
 from pin_chessboard_pipelines.talent.client import MAX_PAGE_LIMIT, TalentApiClient
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
 from pin_chessboard_pipelines.talent_import.request import DEFAULT_PAGE_SIZE
-from pin_chessboard_pipelines.talent_import.result import StageCounters
+from pin_chessboard_pipelines.talent_import.result import StageCounters, item_fields
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
 
@@ -238,9 +238,7 @@ def _replay_entity(
         Quarantined=len(quarantined),
         ReadAgain=len(reread),
         Pages=len(pages),
-        ItemsApplied=counters.applied,
-        ItemsSkipped=counters.skipped,
-        ItemsFailed=counters.failed,
+        **item_fields(counters),
     )
 
 

@@ -8,16 +8,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pin_chessboard_pipelines.entities import STAGE_NAMES
+from pin_chessboard_pipelines.observability.logs import counters
+from pin_chessboard_pipelines.replica.context import ItemCounts
 
 COUNTERS = ("planned", "applied", "skipped", "failed")
 
 
+def item_fields(counts: ItemCounts) -> dict[str, int]:
+    """ItemsApplied, ItemsSkipped and ItemsFailed of an import log line."""
+    return {f"Items{name.capitalize()}": getattr(counts, name) for name in COUNTERS[1:]}
+
+
 @dataclass
-class StageCounters:
-    planned: int = 0  # items read from the source
-    applied: int = 0  # created or changed
-    skipped: int = 0  # no-op by the version guard
-    failed: int = 0  # quarantined
+class StageCounters(ItemCounts):
+    """A stage's item counters as the run row and the result line carry them."""
 
     def to_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in COUNTERS}
@@ -45,15 +49,7 @@ class TalentInitialImportResult:
     stages: dict[str, StageCounters] = field(default_factory=lambda: stages_from_mapping(None))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "runId": self.run_id,
-            "correlationId": self.correlation_id,
-            "mode": self.mode,
-            "status": self.status,
-            "dryRun": self.dry_run,
-            "durationSeconds": round(self.duration_seconds, 3),
-            "stages": {name: self.stages[name].to_dict() for name in STAGE_NAMES},
-        }
+        return {**counters(self), "stages": {name: self.stages[name].to_dict() for name in STAGE_NAMES}}
 
     def to_json(self) -> str:
         """One line, as the last line of `pin-chessboard import`'s stdout."""
@@ -62,7 +58,7 @@ class TalentInitialImportResult:
     @property
     def totals(self) -> StageCounters:
         total = StageCounters()
-        for counters in self.stages.values():
+        for stage in self.stages.values():
             for name in COUNTERS:
-                setattr(total, name, getattr(total, name) + getattr(counters, name))
+                setattr(total, name, getattr(total, name) + getattr(stage, name))
         return total

@@ -13,57 +13,34 @@ failed, and the import's run-status sensors end the import run.
 
 from __future__ import annotations
 
-import logging
-import threading
+from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from pin_chessboard_pipelines.errors import error_line
-from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.talent_import import runs
-
-log = logging.getLogger("pin_chessboard_pipelines.talent_import")
+from pin_chessboard_pipelines.talent_import.beating import Beating
 
 BEAT_SECONDS = 5.0
 
 
-class RunWorkerHeartbeat:
+class RunWorkerHeartbeat(Beating):
     """`with RunWorkerHeartbeat(engine, dagster_run_id):` around the execution of a run's plan.
 
     A beat at once, then every `beat_seconds` until the block ends; a beat that fails (the store
     restarting) is tried again at the next one. The import run row may not exist yet at the first
     beats (its first step writes it): a beat renews it as soon as it does."""
 
+    failed_event = "run-worker-heartbeat-failed"
+
     def __init__(self, engine: Engine, dagster_run_id: str, beat_seconds: float = BEAT_SECONDS) -> None:
+        super().__init__(beat_seconds, "import-run-worker-heartbeat")
         self.engine = engine
         self.dagster_run_id = dagster_run_id
-        self.beat_seconds = beat_seconds
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="import-run-worker-heartbeat", daemon=True)
 
-    def beat(self) -> int:
+    def beat_once(self) -> bool:
         with self.engine.begin() as conn:
-            return runs.beat_run_worker(conn, self.dagster_run_id)
+            runs.beat_run_worker(conn, self.dagster_run_id)
+        return True
 
-    def _loop(self) -> None:
-        while True:
-            try:
-                self.beat()
-            except Exception as error:  # noqa: BLE001 - the store restarting: the next beat tries again
-                log_event(
-                    log,
-                    logging.WARNING,
-                    "run-worker-heartbeat-failed",
-                    DagsterRunId=self.dagster_run_id,
-                    Error=repr(error_line(error)),
-                )
-            if self._done.wait(self.beat_seconds):
-                return
-
-    def __enter__(self) -> RunWorkerHeartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
+    def log_fields(self) -> dict[str, Any]:
+        return {"DagsterRunId": self.dagster_run_id}

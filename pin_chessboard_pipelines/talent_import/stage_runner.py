@@ -24,14 +24,14 @@ from pin_chessboard_pipelines.errors import (
 )
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
-from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGE_RETRIES, IMPORT_PAGES
+from pin_chessboard_pipelines.observability.metrics import IMPORT_PAGES
 from pin_chessboard_pipelines.retry import PERMANENT, FailureStreak, Retrier
 from pin_chessboard_pipelines.store.lock import AdvisoryLock, open_session
 from pin_chessboard_pipelines.talent_import import page_queue, runs
 from pin_chessboard_pipelines.talent_import.model import ImportRun, StageReport
-from pin_chessboard_pipelines.talent_import.page_worker import Heartbeat, PageWorker, StageWork
+from pin_chessboard_pipelines.talent_import.page_worker import Heartbeat, PageWorker, StageThread, StageWork
 from pin_chessboard_pipelines.talent_import.request import Scope
-from pin_chessboard_pipelines.talent_import.result import StageCounters
+from pin_chessboard_pipelines.talent_import.result import StageCounters, item_fields
 from pin_chessboard_pipelines.talent_import.staging import staged_text
 
 log = logging.getLogger("pin_chessboard_pipelines.talent_import")
@@ -145,9 +145,7 @@ def stage_report(
             **session.log_fields(stage.stage),
             Pages=report.pages,
             Planned=counters.planned,
-            ItemsApplied=counters.applied,
-            ItemsSkipped=counters.skipped,
-            ItemsFailed=counters.failed,
+            **item_fields(counters),
             DurationSeconds=f"{report.duration_seconds:.2f}",
             ItemsPerSecond=f"{report.items_per_second:.0f}",
         )
@@ -163,14 +161,11 @@ def stage_report(
     return report
 
 
-class StageWalker:
+class StageWalker(StageThread):
     """Records the pages of every scope's listing (Pending), going on from the last recorded one."""
 
     def __init__(self, work: StageWork) -> None:
-        self.work = work
-        self.session = work.session
-        self.stage = work.stage
-        self.options = work.options
+        super().__init__(work)
         self._page_no = 0  # the page the walk records next
 
     def run(self) -> None:
@@ -272,24 +267,11 @@ class StageWalker:
 
     def _walk_failed(self, scope_key: str, failures: FailureStreak, error: Exception) -> None:
         """A failed listing read: waits as the policy says, or fails the stage when it gives up."""
-        session, stage = self.session, self.stage
+        stage = self.stage
         decision = failures.decide(error)  # the page workers' policy
-        wait, reason = decision.wait, decision.reason
-        if wait is None:  # the listing read failed for good
-            IMPORT_PAGES.labels(stage.stage, "Failed").inc()
-        else:
-            IMPORT_PAGE_RETRIES.labels(stage.stage).inc()
-        log_event(
-            log,
-            logging.WARNING,
-            "page-failed" if wait is None else "page-retry",
-            **session.log_fields(stage.stage, self._page_no),
-            Scope=scope_key or "all",
-            Planning=True,
-            Attempt=failures.attempt,
-            Reason=reason,
-            **({} if wait is None else {"WaitSeconds": f"{wait:.1f}"}),
-            Error=repr(error_line(error)),
+        wait, reason = decision.wait, decision.reason  # wait None: the listing read failed for good
+        self.page_failed(
+            self._page_no, scope_key, wait, reason, error, Planning=True, Attempt=failures.attempt
         )
         if wait is None:
             spent = f" over {failures.elapsed:.0f}s" if reason != PERMANENT else ""

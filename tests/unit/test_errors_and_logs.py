@@ -108,3 +108,8 @@ def test_an_error_without_a_message_says_its_docstring():
     assert str(TalentSourceUnavailable()) == "GET /health did not answer 200."
     assert str(RetryStopped("stopped instead of retrying: x")) == "stopped instead of retrying: x"
     assert OutboxDeliveryFailed().retry_reason == "broker-unavailable"
+
+
+def test_a_field_left_out_of_the_summary_gives_its_place_to_the_entries_after_it():
+    summary = counters(_Run(), after={"stopped": {"listed": 0}}, leave_out=("stopped", "stages"))
+    assert list(summary) == ["batches", "longestTransactionSeconds", "listed"]

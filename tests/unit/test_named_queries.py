@@ -51,3 +51,15 @@ def test_identifiers_are_quoted_by_the_driver_not_formatted_into_text():
     assert _identifiers(composed) == [("id",), ("name",), ('we"ird',)]
     texts = "".join(part.string for part in composed.seq if isinstance(part, pgsql.SQL))
     assert 'we"ird' not in texts and "%(ids)s" in texts
+
+
+def test_a_fragment_stands_where_a_query_includes_it_and_is_no_query_of_its_own():
+    source = (
+        "-- fragment: live\n-- a note\nlive AS (SELECT 1 AS id),\n"
+        "-- name: q\nWITH\n-- include: live\nx AS (SELECT id FROM live)\nSELECT * FROM x;\n"
+    )
+    assert parse_queries(source) == {
+        "q": "WITH\nlive AS (SELECT 1 AS id),\nx AS (SELECT id FROM live)\nSELECT * FROM x"
+    }
+    with pytest.raises(ValueError, match="'nowhere' names no fragment"):
+        parse_queries("-- name: q\nSELECT 1\n-- include: nowhere\n")

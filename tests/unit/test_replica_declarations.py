@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import re
 import uuid
+from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 import sqlalchemy as sa
 
 from pin_chessboard_pipelines import entities
 from pin_chessboard_pipelines.entities import Role
-from pin_chessboard_pipelines.events.payloads import UPSERTED_PAYLOADS, declared_payload, upserted_payload
+from pin_chessboard_pipelines.events.payloads import (
+    UPSERTED_PAYLOADS,
+    declared_payload,
+    property_object_upserted,
+    upserted_payload,
+)
 from pin_chessboard_pipelines.replica.columns import REPLICA, replica_entity
 from pin_chessboard_pipelines.store import tables
 from pin_chessboard_pipelines.store.replica_upserts import PARAMETERS, replica_upsert, role
@@ -119,3 +126,25 @@ def test_an_entity_without_a_payload_builder_publishes_its_declared_columns():
         "version": 3,
     }
     assert upserted_payload("building") is UPSERTED_PAYLOADS["building"]
+
+
+def test_the_property_object_payload_written_out_is_its_declared_payload():
+    row = {
+        "id": uuid.UUID(int=1),
+        "tenant_id": str(uuid.UUID(int=2)),
+        "project_id": uuid.UUID(int=3),
+        "building_id": uuid.UUID(int=4),
+        "layout_id": None,
+        "number": "12",
+        "floor": -1,
+        "section": None,
+        "status": "Free",
+        "status_source": "TalentSync",
+        "price": Decimal("1000000.50"),
+        "total_area": Decimal("45.5"),
+        "deleted_at": datetime(2026, 12, 1, tzinfo=UTC),
+        "version": 7,
+    }
+    written = property_object_upserted(row)
+    declared = declared_payload(entities.PROPERTY_OBJECT)(row, None)
+    assert written == declared and list(written) == list(declared)

@@ -10,6 +10,7 @@ recalc/audit.py's (as `recalc audit`).
 """
 
 import logging
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from enum import Enum
@@ -22,7 +23,7 @@ from pin_chessboard_pipelines.defs.declare import SensorTick, one_op_job, runnin
 from pin_chessboard_pipelines.defs.metadata import TABLE_NAME_KEY, table_name
 from pin_chessboard_pipelines.defs.resources import ChessboardResource
 from pin_chessboard_pipelines.errors import ChessboardError, Refused
-from pin_chessboard_pipelines.observability.logs import log_event
+from pin_chessboard_pipelines.observability.logs import counter_fields, log_event
 from pin_chessboard_pipelines.recalc.audit import Divergence, audit, drift
 from pin_chessboard_pipelines.recalc.queue import queue_row, request_recalc, reset_poison
 from pin_chessboard_pipelines.recalc.runbook import (
@@ -91,17 +92,20 @@ class RecalcRunbookConfig(dg.Config):
     )
 
 
+_CAPITAL = re.compile("[A-Z]")
+
+
 def status_metadata(status: RecalcStatus) -> dict[str, dg.MetadataValue]:
-    queue = status.queue
     return {
         # first: the status is a reading, as of this time (a row "waiting" then may be drained since)
         **({"read_at": dg.MetadataValue.text(_utc(status.read_at))} if status.read_at else {}),
-        "queue_depth": dg.MetadataValue.int(queue.depth),
-        "due": dg.MetadataValue.int(queue.due),
-        "held": dg.MetadataValue.int(status.held),
-        "poison": dg.MetadataValue.int(queue.poison),
-        "next_due_at": dg.MetadataValue.text(_next_due_at(status)),
-        "requested_events": dg.MetadataValue.int(queue.requested),
+        # the figures under snake_case names (queueDepth -> queue_depth)
+        **{
+            _CAPITAL.sub(lambda m: "_" + m.group().lower(), name): (
+                dg.MetadataValue.text(value) if isinstance(value, str) else dg.MetadataValue.int(value)
+            )
+            for name, value in status.figures().items()
+        },
         "oldest_rows": oldest_rows_table(status),
     }
 
@@ -126,11 +130,6 @@ OLDEST_ROWS_SCHEMA = dg.TableSchema(
         dg.TableColumn("project_id", "string", description="PIN id"),
     ]
 )
-
-
-def _next_due_at(status: RecalcStatus) -> str:
-    due_at = status.queue.next_due_at
-    return "-" if due_at is None else due_at.isoformat(timespec="seconds")
 
 
 def _utc(moment: datetime) -> str:
@@ -328,9 +327,7 @@ def _status_materialization(
 ) -> dg.AssetMaterialization:
     with chessboard.engine.connect() as conn:
         status = recalc_status(conn, chessboard.settings.recalc_poison_attempts)
-    queue = status.queue
-    counts = {"QueueDepth": queue.depth, "Due": queue.due, "Held": status.held, "Poison": queue.poison}
-    log_event(context.log, logging.INFO, "recalc-status", **counts, NextDueAt=_next_due_at(status))
+    log_event(context.log, logging.INFO, "recalc-status", **counter_fields(status.figures()))
     return dg.AssetMaterialization(asset_key=STATUS_ASSET, metadata=status_metadata(status))
 
 

@@ -17,18 +17,22 @@ ORDER BY due_at, project_id
 LIMIT :batch_size
 FOR UPDATE SKIP LOCKED
 
--- name: claim_project
--- Locks one due queue row for the project's transaction (none: taken by another drain, already
--- drained, no longer due, or poison) and says whether the project carries aggregates.
+-- fragment: claimed_rows
+-- Queue rows as a claim reads them (recalc/queue.py Claim), each with whether its project carries
+-- aggregates (it exists and is neither deleted nor archived).
 SELECT r.project_id,
        r.tenant_id,
        r.requested_count,
        r.last_reason,
-       r.attempt_count,
        extract(epoch FROM clock_timestamp() - r.first_requested_at)::float8 AS waited_seconds,
        (p.id IS NOT NULL AND p.deleted_at IS NULL AND p.status <> 'Archived') AS live
 FROM chessboard.project_recalc_requests r
 LEFT JOIN chessboard.projects p ON p.id = r.project_id
+
+-- name: claim_project
+-- Locks one due queue row for the project's transaction (none: taken by another drain, already
+-- drained, no longer due, or poison).
+-- include: claimed_rows
 WHERE r.project_id = :project_id
   AND r.due_at <= now()
   AND r.attempt_count < :poison_attempts
@@ -38,15 +42,8 @@ FOR UPDATE OF r SKIP LOCKED
 -- name: claim_due_batch
 -- The batch's transaction, first statement: locks up to :batch_size due rows, oldest DueAt first,
 -- skipping rows another drain holds (SKIP LOCKED), poison rows, :exclude and rows held by a live
--- import run (select_due_batch's rules), and says for each whether its project carries aggregates.
-SELECT r.project_id,
-       r.tenant_id,
-       r.requested_count,
-       r.last_reason,
-       extract(epoch FROM clock_timestamp() - r.first_requested_at)::float8 AS waited_seconds,
-       (p.id IS NOT NULL AND p.deleted_at IS NULL AND p.status <> 'Archived') AS live
-FROM chessboard.project_recalc_requests r
-LEFT JOIN chessboard.projects p ON p.id = r.project_id
+-- import run (select_due_batch's rules).
+-- include: claimed_rows
 WHERE r.due_at <= now()
   AND r.attempt_count < :poison_attempts
   AND NOT (r.project_id = ANY (CAST(:exclude AS uuid[])))
@@ -55,24 +52,13 @@ ORDER BY r.due_at, r.project_id
 LIMIT :batch_size
 FOR UPDATE OF r SKIP LOCKED
 
--- name: recalc_batch
--- The claimed projects of a batch at once (:claimed, uuid array; a project's own transaction, the
--- batch's fallback, passes one): one statement recomputes the aggregates of the live ones, writes
--- only rows whose values differ, bumps version/updated_at there, deletes every claimed queue row
--- (archived and deleted projects' too: nothing else of theirs is written) and returns the changed
--- project/layout/layout-group rows (JSON text) by project for the outbox, and per project the
--- number of changed buildings.
--- Buildings, layouts and layout groups of a project count the rows that point at them, wherever
--- those rows' projects are (a moved layout, layout group or building; docs/store.md#moves).
--- Buildings: counters and updated_at only; their counters are outside the published building
--- snapshot, and `version` counts published changes
--- (docs/project-aggregates-recalc.md#republish-only-on-change).
-WITH live AS (
-    SELECT id
-    FROM chessboard.projects
-    WHERE id = ANY (CAST(:claimed AS uuid[])) AND deleted_at IS NULL AND status <> 'Archived'
-),
-project_new AS (
+-- fragment: aggregates_of_live
+-- The aggregates of the projects in the including query's `live` CTE (id), by their formulas
+-- (docs/project-aggregates-recalc.md#aggregates): of each project, and of its buildings, layouts
+-- and layout groups. Buildings, layouts and layout groups count the rows that point at them,
+-- wherever those rows' projects are (a moved layout, layout group or building; docs/store.md#moves).
+-- It ends with a comma: the including query's next CTE follows.
+project_aggregates AS (
     SELECT live.id,
            count(o.id)::int AS total,
            (count(o.id) FILTER (WHERE o.status = 'Free'))::int AS free,
@@ -83,21 +69,7 @@ project_new AS (
            ON o.project_id = live.id AND o.deleted_at IS NULL AND o.status <> 'Hidden'
     GROUP BY live.id
 ),
-project_changed AS (
-    UPDATE chessboard.projects t
-    SET price_min = n.price_min,
-        price_max = n.price_max,
-        property_objects_total_count = n.total,
-        property_objects_free_count = n.free,
-        version = t.version + 1,
-        updated_at = now()
-    FROM project_new n
-    WHERE t.id = n.id
-      AND (t.price_min, t.price_max, t.property_objects_total_count, t.property_objects_free_count)
-          IS DISTINCT FROM (n.price_min, n.price_max, n.total, n.free)
-    RETURNING t.*
-),
-building_new AS (
+building_aggregates AS (
     SELECT b.id,
            count(o.id)::int AS total,
            (count(o.id) FILTER (WHERE o.status = 'Free'))::int AS free
@@ -107,17 +79,7 @@ building_new AS (
            ON o.building_id = b.id AND o.deleted_at IS NULL AND o.status <> 'Hidden'
     GROUP BY b.id
 ),
-building_changed AS (
-    UPDATE chessboard.buildings t
-    SET property_objects_total_count = n.total,
-        property_objects_free_count = n.free,
-        updated_at = now()
-    FROM building_new n
-    WHERE t.id = n.id
-      AND (t.property_objects_total_count, t.property_objects_free_count) IS DISTINCT FROM (n.total, n.free)
-    RETURNING t.project_id
-),
-layout_new AS (
+layout_aggregates AS (
     SELECT l.id, count(o.id)::int AS objects
     FROM chessboard.layouts l
     JOIN live ON l.project_id = live.id
@@ -125,17 +87,7 @@ layout_new AS (
            ON o.layout_id = l.id AND o.deleted_at IS NULL AND o.status <> 'Hidden'
     GROUP BY l.id
 ),
-layout_changed AS (
-    UPDATE chessboard.layouts t
-    SET property_objects_count = n.objects,
-        version = t.version + 1,
-        updated_at = now()
-    FROM layout_new n
-    WHERE t.id = n.id
-      AND t.property_objects_count IS DISTINCT FROM n.objects
-    RETURNING t.*
-),
-group_new AS (
+group_aggregates AS (
     -- live layouts of the group (deleted_at is null)
     SELECT g.id,
            count(l.id)::int AS layouts,
@@ -146,14 +98,54 @@ group_new AS (
     LEFT JOIN chessboard.layouts l ON l.layout_group_id = g.id AND l.deleted_at IS NULL
     GROUP BY g.id
 ),
+
+-- name: recalc_batch
+-- The claimed projects of a batch at once (:claimed, uuid array; a project's own transaction, the
+-- batch's fallback, passes one): one statement recomputes the aggregates of the live ones, writes
+-- only rows whose values differ, bumps version/updated_at there, deletes every claimed queue row
+-- (archived and deleted projects' too: nothing else of theirs is written) and returns the changed
+-- project/layout/layout-group rows (JSON text) by project for the outbox, and per project the
+-- number of changed buildings.
+-- Buildings: counters and updated_at only; their counters are outside the published building
+-- snapshot, and `version` counts published changes
+-- (docs/project-aggregates-recalc.md#republish-only-on-change).
+WITH live AS (
+    SELECT id
+    FROM chessboard.projects
+    WHERE id = ANY (CAST(:claimed AS uuid[])) AND deleted_at IS NULL AND status <> 'Archived'
+),
+-- include: aggregates_of_live
+project_changed AS (
+    UPDATE chessboard.projects t
+    SET (price_min, price_max, property_objects_total_count, property_objects_free_count, version, updated_at)
+        = (n.price_min, n.price_max, n.total, n.free, t.version + 1, now())
+    FROM project_aggregates n
+    WHERE t.id = n.id
+      AND (t.price_min, t.price_max, t.property_objects_total_count, t.property_objects_free_count)
+          IS DISTINCT FROM (n.price_min, n.price_max, n.total, n.free)
+    RETURNING t.*
+),
+building_changed AS (
+    UPDATE chessboard.buildings t
+    SET (property_objects_total_count, property_objects_free_count, updated_at) = (n.total, n.free, now())
+    FROM building_aggregates n
+    WHERE t.id = n.id
+      AND (t.property_objects_total_count, t.property_objects_free_count) IS DISTINCT FROM (n.total, n.free)
+    RETURNING t.project_id
+),
+layout_changed AS (
+    UPDATE chessboard.layouts t
+    SET (property_objects_count, version, updated_at) = (n.objects, t.version + 1, now())
+    FROM layout_aggregates n
+    WHERE t.id = n.id
+      AND t.property_objects_count IS DISTINCT FROM n.objects
+    RETURNING t.*
+),
 group_changed AS (
     UPDATE chessboard.layout_groups t
-    SET layouts_count = n.layouts,
-        area_min = n.area_min,
-        area_max = n.area_max,
-        version = t.version + 1,
-        updated_at = now()
-    FROM group_new n
+    SET (layouts_count, area_min, area_max, version, updated_at)
+        = (n.layouts, n.area_min, n.area_max, t.version + 1, now())
+    FROM group_aggregates n
     WHERE t.id = n.id
       AND (t.layouts_count, t.area_min, t.area_max) IS DISTINCT FROM (n.layouts, n.area_min, n.area_max)
     RETURNING t.*
@@ -267,57 +259,21 @@ WITH live AS (
       AND status <> 'Archived'
       AND (CAST(:project_id AS uuid) IS NULL OR id = CAST(:project_id AS uuid))
 ),
-project_expected AS (
-    SELECT o.project_id,
-           count(*) AS total,
-           count(*) FILTER (WHERE o.status = 'Free') AS free,
-           min(o.price) FILTER (WHERE o.status = 'Free') AS price_min,
-           max(o.price) FILTER (WHERE o.status = 'Free') AS price_max
-    FROM chessboard.property_objects o
-    JOIN live ON live.id = o.project_id
-    WHERE o.deleted_at IS NULL AND o.status <> 'Hidden'
-    GROUP BY o.project_id
-),
-building_expected AS (
-    SELECT b.id,
-           count(o.id) AS total,
-           count(o.id) FILTER (WHERE o.status = 'Free') AS free
-    FROM chessboard.buildings b
-    JOIN live ON live.id = b.project_id
-    LEFT JOIN chessboard.property_objects o
-           ON o.building_id = b.id AND o.deleted_at IS NULL AND o.status <> 'Hidden'
-    GROUP BY b.id
-),
-layout_expected AS (
-    SELECT l.id, count(o.id) AS objects
-    FROM chessboard.layouts l
-    JOIN live ON live.id = l.project_id
-    LEFT JOIN chessboard.property_objects o
-           ON o.layout_id = l.id AND o.deleted_at IS NULL AND o.status <> 'Hidden'
-    GROUP BY l.id
-),
-group_expected AS (
-    SELECT g.id, count(l.id) AS layouts, min(l.total_area) AS area_min, max(l.total_area) AS area_max
-    FROM chessboard.layout_groups g
-    JOIN live ON live.id = g.project_id
-    LEFT JOIN chessboard.layouts l ON l.layout_group_id = g.id AND l.deleted_at IS NULL
-    GROUP BY g.id
-),
+-- include: aggregates_of_live
 divergences AS (
     SELECT 'project' AS entity, p.id, p.id AS project_id, f.field, f.stored, f.expected
     FROM chessboard.projects p
-    JOIN live ON live.id = p.id
-    LEFT JOIN project_expected e ON e.project_id = p.id
+    JOIN project_aggregates e ON e.id = p.id
     CROSS JOIN LATERAL (VALUES
         ('price_min', p.price_min, e.price_min),
         ('price_max', p.price_max, e.price_max),
-        ('property_objects_total_count', p.property_objects_total_count::numeric, coalesce(e.total, 0)::numeric),
-        ('property_objects_free_count', p.property_objects_free_count::numeric, coalesce(e.free, 0)::numeric)
+        ('property_objects_total_count', p.property_objects_total_count::numeric, e.total::numeric),
+        ('property_objects_free_count', p.property_objects_free_count::numeric, e.free::numeric)
     ) AS f(field, stored, expected)
     UNION ALL
     SELECT 'building', b.id, b.project_id, f.field, f.stored, f.expected
     FROM chessboard.buildings b
-    JOIN building_expected e ON e.id = b.id
+    JOIN building_aggregates e ON e.id = b.id
     CROSS JOIN LATERAL (VALUES
         ('property_objects_total_count', b.property_objects_total_count::numeric, e.total::numeric),
         ('property_objects_free_count', b.property_objects_free_count::numeric, e.free::numeric)
@@ -326,11 +282,11 @@ divergences AS (
     SELECT 'layout', l.id, l.project_id, 'property_objects_count',
            l.property_objects_count::numeric, e.objects::numeric
     FROM chessboard.layouts l
-    JOIN layout_expected e ON e.id = l.id
+    JOIN layout_aggregates e ON e.id = l.id
     UNION ALL
     SELECT 'layout_group', g.id, g.project_id, f.field, f.stored, f.expected
     FROM chessboard.layout_groups g
-    JOIN group_expected e ON e.id = g.id
+    JOIN group_aggregates e ON e.id = g.id
     CROSS JOIN LATERAL (VALUES
         ('layouts_count', g.layouts_count::numeric, e.layouts::numeric),
         ('area_min', g.area_min, e.area_min),

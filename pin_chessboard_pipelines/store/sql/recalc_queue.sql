@@ -28,43 +28,40 @@ ON CONFLICT (project_id) DO UPDATE SET
     last_reason = EXCLUDED.last_reason,
     updated_at = now()
 
--- name: release_import_requests
--- The end of an import run (Completed, Failed or Cancelled, also a run marked failed because its
--- process is gone): its held requests become due by the debounce and the cap, counted from the
--- first request, one per project. The release is when a held request could first be served, so
--- first_requested_at becomes the release: the recalc lag (chessboard_recalc_event_lag_seconds) and
--- the cap of later requests count from it, not from the start of a 2-hour bootstrap.
-UPDATE chessboard.project_recalc_requests
-SET import_run_id = NULL,
-    due_at = least(now() + make_interval(secs => :debounce),
-                   first_requested_at + make_interval(secs => :cap)),
-    first_requested_at = now(),
-    updated_at = now()
-WHERE import_run_id = CAST(:run_id AS uuid)
-
--- name: release_dagster_run_requests
--- The requests held by the import runs of these Dagster runs (marked failed: their process is
--- gone), released as above whatever their run row still says.
-UPDATE chessboard.project_recalc_requests AS r
+-- fragment: release_held
+-- A held request released (the end of its import run): due by the debounce and the cap, counted
+-- from the first request, one per project. The release is when a held request could first be
+-- served, so first_requested_at becomes the release: the recalc lag
+-- (chessboard_recalc_event_lag_seconds) and the cap of later requests count from it, not from the
+-- start of a 2-hour bootstrap.
 SET import_run_id = NULL,
     due_at = least(now() + make_interval(secs => :debounce),
                    r.first_requested_at + make_interval(secs => :cap)),
     first_requested_at = now(),
     updated_at = now()
+
+-- name: release_import_requests
+-- The end of an import run (Completed, Failed or Cancelled, also a run marked failed because its
+-- process is gone): its held requests are released.
+UPDATE chessboard.project_recalc_requests AS r
+-- include: release_held
+WHERE r.import_run_id = CAST(:run_id AS uuid)
+
+-- name: release_dagster_run_requests
+-- The requests held by the import runs of these Dagster runs (marked failed: their process is
+-- gone), released whatever their run row still says.
+UPDATE chessboard.project_recalc_requests AS r
+-- include: release_held
 WHERE r.import_run_id IN (SELECT i.id FROM chessboard.talent_import_runs i
                           WHERE i.dagster_run_id = ANY (CAST(:dagster_run_ids AS text[])))
 
 -- name: release_ended_import_requests
 -- Every request still held by a run that is no longer Running (whoever ended it) or whose run
 -- worker is gone (no heartbeat of it for :alive_seconds, a killed CLI import that stays
--- resumable; chessboard.import_run_alive): released as above. The drain calls it before it picks rows, so neither an end path
--- nor a dead process can leave a request held.
+-- resumable; chessboard.import_run_alive): released. The drain calls it before it picks rows, so
+-- neither an end path nor a dead process can leave a request held.
 UPDATE chessboard.project_recalc_requests AS r
-SET import_run_id = NULL,
-    due_at = least(now() + make_interval(secs => :debounce),
-                   r.first_requested_at + make_interval(secs => :cap)),
-    first_requested_at = now(),
-    updated_at = now()
+-- include: release_held
 WHERE r.import_run_id IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM chessboard.talent_import_runs i
                   WHERE i.id = r.import_run_id AND chessboard.import_run_alive(i, :alive_seconds))

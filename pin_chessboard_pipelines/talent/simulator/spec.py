@@ -134,22 +134,26 @@ def parse_faults(text: str) -> tuple[FaultRule, ...]:
     return tuple(rules)
 
 
+# the sizes of a preset: developers, projects per developer, then per project its buildings, layout
+# groups, layouts and property objects
+_SIZES = (
+    "developers",
+    "projects_per_developer",
+    "buildings_per_project",
+    "layout_groups_per_project",
+    "layouts_per_project",
+    "objects_per_project",
+)
+
+
+def _sized(*sizes: int) -> DatasetSpec:
+    """A preset by its _SIZES, in that order."""
+    knobs: dict[str, Any] = dict(zip(_SIZES, sizes, strict=True))
+    return DatasetSpec(**knobs)
+
+
 PRESETS: dict[str, DatasetSpec] = {
     "tiny": DatasetSpec(),
-    "demo": DatasetSpec(
-        developers=3,
-        projects_per_developer=4,
-        buildings_per_project=3,
-        layout_groups_per_project=4,
-        layouts_per_project=8,
-        objects_per_project=100,
-    ),
-    "1m": DatasetSpec(
-        developers=100,
-        projects_per_developer=100,
-        buildings_per_project=5,
-        layout_groups_per_project=4,
-        layouts_per_project=10,
-        objects_per_project=100,
-    ),
+    "demo": _sized(3, 4, 3, 4, 8, 100),
+    "1m": _sized(100, 100, 5, 4, 10, 100),
 }

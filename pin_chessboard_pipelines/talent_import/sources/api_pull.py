@@ -7,7 +7,6 @@ listing is stable for a cursor (docs/talent-source.md#http-api).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,7 +14,7 @@ from pin_chessboard_pipelines.entities import DEVELOPER, Entity
 from pin_chessboard_pipelines.errors import IMPORT_SOURCE_UNAVAILABLE, Refused, TalentSourceUnavailable
 from pin_chessboard_pipelines.talent.client import MAX_PAGE_LIMIT, TalentApiClient
 from pin_chessboard_pipelines.talent_import.request import ImportMode, Scope
-from pin_chessboard_pipelines.talent_import.sources.base import Item, PlannedPage
+from pin_chessboard_pipelines.talent_import.sources.base import Item, PerThread, PlannedPage
 
 
 class ApiPullSource:
@@ -35,23 +34,17 @@ class ApiPullSource:
         self._token = token
         self._should_stop = should_stop
         self._client_options = dict(client_options or {})
-        self._local = threading.local()
-        self._clients: list[TalentApiClient] = []
-        self._lock = threading.Lock()
+        self._clients = PerThread(
+            lambda: TalentApiClient(
+                self.base_url, self._token, should_stop=self._should_stop, **self._client_options
+            )
+        )
 
     def __repr__(self) -> str:
         return f"ApiPullSource({self.base_url!r})"
 
     def _client(self) -> TalentApiClient:
-        client = getattr(self._local, "client", None)
-        if client is None:
-            client = TalentApiClient(
-                self.base_url, self._token, should_stop=self._should_stop, **self._client_options
-            )
-            self._local.client = client
-            with self._lock:
-                self._clients.append(client)
-        return client
+        return self._clients.get()
 
     def check_available(self) -> None:
         try:
@@ -93,10 +86,7 @@ class ApiPullSource:
         return found
 
     def close(self) -> None:
-        with self._lock:
-            clients, self._clients = self._clients, []
-        for client in clients:
-            client.close()
+        self._clients.close()
 
 
 __all__ = ["ApiPullSource"]

@@ -12,9 +12,10 @@ by check_available with CHESSBOARD_IMPORT_SOURCE_UNAVAILABLE.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from pin_chessboard_pipelines.entities import Entity
 from pin_chessboard_pipelines.talent_import.request import ImportMode, Scope
@@ -56,3 +57,35 @@ class ImportSource(Protocol):
 
 
 __all__ = ["ImportSource", "Item", "PlannedPage"]
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=Closable)
+
+
+class PerThread(Generic[C]):
+    """A source's connections (API clients, Kafka consumers): one per worker thread, made on the
+    thread's first `get`; `close` closes every one made."""
+
+    def __init__(self, make: Callable[[], C]) -> None:
+        self._make = make
+        self._local = threading.local()
+        self._made: list[C] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> C:
+        made: C | None = getattr(self._local, "made", None)
+        if made is None:
+            made = self._local.made = self._make()
+            with self._lock:
+                self._made.append(made)
+        return made
+
+    def close(self) -> None:
+        with self._lock:
+            made, self._made = self._made, []
+        for each in made:
+            each.close()

@@ -20,7 +20,6 @@ the in-scope ids of a parent stage come from reading that parent's topic (cached
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -56,7 +55,7 @@ from pin_chessboard_pipelines.talent.topic_reader import (
 )
 from pin_chessboard_pipelines.talent.topics import CONSUMER_GROUP
 from pin_chessboard_pipelines.talent_import.request import ImportMode, Scope
-from pin_chessboard_pipelines.talent_import.sources.base import PlannedPage
+from pin_chessboard_pipelines.talent_import.sources.base import PerThread, PlannedPage
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +113,7 @@ class TopicReplaySource:
         self.reset_offsets = reset_offsets  # False in a DryRun: it writes nothing, on Kafka either
         self.timeout = timeout
         self._should_stop = should_stop or (lambda: False)
-        self._local = threading.local()
-        self._consumers: list[Consumer] = []
-        self._lock = threading.Lock()
+        self._consumers = PerThread(lambda: probe_consumer(self.bootstrap_servers))
         self._scope_ids: dict[tuple[str, str], frozenset[str]] = {}
         self._partitions: dict[str, list[int]] = {}
         self._metadata: Any = None
@@ -316,13 +313,7 @@ class TopicReplaySource:
             yield from self._read(topic, partition, low, end)
 
     def _consumer(self) -> Consumer:
-        consumer = getattr(self._local, "consumer", None)
-        if consumer is None:
-            consumer = probe_consumer(self.bootstrap_servers)
-            self._local.consumer = consumer
-            with self._lock:
-                self._consumers.append(consumer)
-        return consumer
+        return self._consumers.get()
 
     # -- scopes
 
@@ -400,10 +391,7 @@ class TopicReplaySource:
         return seen
 
     def close(self) -> None:
-        with self._lock:
-            consumers, self._consumers = self._consumers, []
-        for consumer in consumers:
-            consumer.close()
+        self._consumers.close()
 
 
 def _scope_parent(entity: str) -> tuple[str, str]:
