@@ -197,9 +197,7 @@ class OutboxRelay:
     def _relay_locked(self, conn: Connection, call: _Call) -> None:
         result = call.result
         upto = (
-            _NO_UPPER_BOUND
-            if call.until_empty
-            else int(conn.execute(self._queries["outbox_max_pending_id"]).scalar_one())
+            _NO_UPPER_BOUND if call.until_empty else int(conn.execute(self._queries["outbox_max_id"]).scalar_one())
         )
         while call.unmarked:  # acknowledged by the broker before the store went away
             rows, to_mark = call.unmarked[0]
@@ -246,6 +244,7 @@ class OutboxRelay:
 
         if call.over():
             return "stopped"
+        floor = self._advance_floor(conn)
         marks: list[tuple[Future, list[Any], list[int]]] = []
         with (
             _MarkConnection(self.engine, self._queries) as mark_conn,  # closed after the threads end
@@ -254,7 +253,7 @@ class OutboxRelay:
         ):
             try:
                 fetch_traced = tracing.bind(fetch)  # the database thread's spans join this relay's trace
-                next_rows: Future | None = db.submit(fetch_traced, 0)
+                next_rows: Future | None = db.submit(fetch_traced, floor - 1)
                 saw_rows = False
                 while next_rows is not None:
                     batch = next_rows.result()
@@ -279,6 +278,12 @@ class OutboxRelay:
                 return "stopped"
             finally:
                 self._wait_for_marks(marks, call)
+
+    def _advance_floor(self, conn: Connection) -> int:
+        """The relay floor, moved up first when every transaction that could still write below its
+        horizon has ended (store/sql/outbox.sql): every row below it is published."""
+        drawn = conn.execute(self._queries["outbox_id_drawn"]).scalar_one()  # before the next statement's xid
+        return int(conn.execute(self._queries["outbox_relay_advance_floor"], {"drawn": drawn}).scalar_one())
 
     @staticmethod
     def _failed_batch(result: RelayResult, rows: int, failed: int, pending: int, error: str | None) -> None:
