@@ -158,6 +158,7 @@ def raw_producer(url: str, bootstrap: str, broker_pid: int | None, chunk: int = 
     messages: list[tuple[str, bytes, str, list]] = []
     after = 0
     with engine.connect() as conn:
+        conn.execute(queries("outbox")["outbox_relay_session"])  # the relay's plan: a walk of the primary key
         while rows := conn.execute(query, {"after": after, "upto": 2**63 - 1, "limit": chunk}).all():
             values = message_values([row[3] for row in rows])
             messages.extend(

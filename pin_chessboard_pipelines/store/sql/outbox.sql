@@ -64,11 +64,13 @@ SELECT floor_id FROM chessboard.outbox_relay_floor WHERE id = 1 AND NOT EXISTS (
 
 -- name: outbox_relay_session
 -- A lost mark only republishes rows with the same messageId (at least once): the relay's commits
--- need not wait for the WAL flush.
-SET synchronous_commit TO off
+-- need not wait for the WAL flush. The batch read walks the primary key in id order: without a
+-- btree on published_at the planner, guessing few pending rows, would otherwise gather the whole
+-- id range in a bitmap and sort it for every batch.
+SET synchronous_commit TO off; SET enable_bitmapscan TO off; SET enable_seqscan TO off
 
 -- name: outbox_relay_session_reset
-RESET synchronous_commit
+RESET synchronous_commit; RESET enable_bitmapscan; RESET enable_seqscan
 
 -- name: outbox_max_id
 -- The highest id written: the upper end of a fast-path call's walk.
