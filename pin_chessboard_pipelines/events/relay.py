@@ -35,6 +35,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -78,7 +79,7 @@ def relay_policy(retry_seconds: float = 600.0) -> FailurePolicy:
 RELAY_POLICY = relay_policy()
 
 
-class OutboxRelay:
+class OutboxRelay(AbstractContextManager["OutboxRelay"]):
     """Publishes pending outbox rows; keeps one producer across calls (rebuilt after a failure)."""
 
     def __init__(
@@ -91,11 +92,8 @@ class OutboxRelay:
         policy: FailurePolicy = RELAY_POLICY,
         producer_overrides: Mapping[str, Any] | None = None,
     ) -> None:
-        self.engine = engine
-        self.bootstrap_servers = bootstrap_servers
-        self.batch_size = batch_size
-        self.message_timeout_ms = message_timeout_ms
-        self.policy = policy
+        self.engine, self.bootstrap_servers, self.policy = engine, bootstrap_servers, policy
+        self.batch_size, self.message_timeout_ms = batch_size, message_timeout_ms
         self.producer_overrides = dict(producer_overrides or {})
         self._producer = BatchProducer(bootstrap_servers, message_timeout_ms, producer_overrides)
         # cumulative over the relay's life (a long-lived relay's health, read by its owner)
@@ -186,10 +184,7 @@ class OutboxRelay:
     def close(self) -> None:
         self._producer.close()
 
-    def __enter__(self) -> OutboxRelay:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: object) -> None:  # `with OutboxRelay(...) as relay:` closes it
         self.close()
 
     # -- the loop -----------------------------------------------------------------------------
@@ -197,7 +192,9 @@ class OutboxRelay:
     def _relay_locked(self, conn: Connection, call: _Call) -> None:
         result = call.result
         upto = (
-            _NO_UPPER_BOUND if call.until_empty else int(conn.execute(self._queries["outbox_max_id"]).scalar_one())
+            _NO_UPPER_BOUND
+            if call.until_empty
+            else int(conn.execute(self._queries["outbox_max_id"]).scalar_one())
         )
         while call.unmarked:  # acknowledged by the broker before the store went away
             rows, to_mark = call.unmarked[0]

@@ -31,7 +31,9 @@ def upgrade() -> None:
         sa.CheckConstraint("id = 1", name="ck_outbox_relay_floor_one_row"),
         schema="chessboard",
     )
-    op.execute("INSERT INTO chessboard.outbox_relay_floor (id, floor_id, horizon_id, horizon_xid) VALUES (1, 0, 0, 0)")
+    op.execute(
+        "INSERT INTO chessboard.outbox_relay_floor (id, floor_id, horizon_id, horizon_xid) VALUES (1, 0, 0, 0)"
+    )
     # A writer has its transaction id before its first outbox id is drawn (a statement trigger
     # fires before the rows' defaults), so "every transaction below horizon_xid ended" covers
     # every id up to horizon_id.
@@ -63,20 +65,11 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_outbox_messages_published_at_brin", table_name="outbox_messages", schema="chessboard")
-    op.create_index(
-        "ix_outbox_messages_published_at",
-        "outbox_messages",
-        ["published_at"],
-        schema="chessboard",
-        postgresql_where=sa.text("published_at IS NOT NULL"),
-    )
-    op.create_index(
-        "ix_outbox_messages_unpublished",
-        "outbox_messages",
-        ["id"],
-        schema="chessboard",
-        postgresql_where=sa.text("published_at IS NULL"),
-    )
+    for name, column, predicate in (
+        ("ix_outbox_messages_published_at", "published_at", "published_at IS NOT NULL"),
+        ("ix_outbox_messages_unpublished", "id", "published_at IS NULL"),
+    ):
+        op.execute(f"CREATE INDEX {name} ON chessboard.outbox_messages ({column}) WHERE {predicate}")
     op.execute("DROP TRIGGER outbox_writer_xid ON chessboard.outbox_messages")
     op.execute("DROP FUNCTION chessboard.outbox_writer_xid()")
     op.drop_table("outbox_relay_floor", schema="chessboard")
