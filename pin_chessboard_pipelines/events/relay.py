@@ -15,6 +15,9 @@ Claiming: ONE active relay at a time, under a PostgreSQL session advisory lock
   for it (`--until-empty`).
 
 Rows of one key are written under the aggregate's row lock, so their ids are in commit order.
+Each pass walks the primary key from the relay floor up (every row below it is published): the
+floor moves only over ids whose writers have all ended, so a transaction that commits after later
+ids were published still has its rows relayed (store/sql/outbox.sql, docs/events.md#outbox-and-relay).
 A row is marked `published_at` only after the broker acknowledged it (no failure report once the
 flush has nothing left; the producer reports failures only: relay_producer.py), in one UPDATE per
 batch; a crash between produce and mark republishes the row with the same messageId (at least
@@ -221,7 +224,8 @@ class OutboxRelay(AbstractContextManager["OutboxRelay"]):
             # until_empty: another pass picks up rows committed meanwhile (lower ids included)
 
     def _pass(self, conn: Connection, upto: int, call: _Call) -> str:
-        """One walk over the pending rows in id order: 'empty' | 'done' | 'failed' | 'stopped'.
+        """One walk over the pending rows in id order from the relay floor up: 'empty' | 'done' |
+        'failed' | 'stopped'.
 
         Pipelined: one database thread reads batch N+1 (and makes its values and headers) and
         another thread marks batch N-1 on a connection of its own, while this thread produces batch
