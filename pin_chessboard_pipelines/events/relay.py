@@ -54,7 +54,7 @@ from pin_chessboard_pipelines.events.messages import (
     RelayResult,
     held_back,
 )
-from pin_chessboard_pipelines.events.relay_producer import Batch, BatchProducer
+from pin_chessboard_pipelines.events.relay_producer import Batch, BatchProducer, gc_paused
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import OUTBOX_PUBLISH_ERRORS, OUTBOX_PUBLISHED
@@ -184,6 +184,10 @@ class OutboxRelay(AbstractContextManager["OutboxRelay"]):
         )
         return call.stopper.sleep(wait)
 
+    def prepare(self) -> None:
+        """What the first batch would do first: the topics ensured, the producer connected."""
+        self._producer.prepare()
+
     def close(self) -> None:
         self._producer.close()
 
@@ -227,21 +231,24 @@ class OutboxRelay(AbstractContextManager["OutboxRelay"]):
         """One walk over the pending rows in id order from the relay floor up: 'empty' | 'done' |
         'failed' | 'stopped'.
 
-        Pipelined: one database thread reads batch N+1 (and makes its values and headers) and
-        another thread marks batch N-1 on a connection of its own, while this thread produces batch
-        N and waits for the broker: PostgreSQL's reads and writes, the Python work and the broker's
-        acknowledgements overlap.
+        Pipelined: one database thread reads batch N+1 and hands its rows to a thread that makes
+        their values and headers, and another thread marks batch N-1 on a connection of its own,
+        while this thread produces batch N and waits for the broker: PostgreSQL's reads and writes,
+        the Python work and the broker's acknowledgements overlap.
         """
         result = call.result
 
-        def fetch(after: int) -> Batch:
-            # plain tuples off the driver's cursor: no result-row objects for thousands of rows
-            with Cursor(conn) as cur:
+        def fetch(after: int) -> tuple[list[Any], Future]:
+            """The batch's rows (the next read can start from them) and their Batch, being made."""
+            # plain tuples off the driver's cursor: no result-row objects for thousands of rows, and no
+            # cyclic collections while they are made (they would walk every row of the batch in flight)
+            with gc_paused(), Cursor(conn) as cur:
                 cur.execute(
                     self._queries["outbox_pending_batch"],
                     {"after": after, "upto": upto, "limit": self.batch_size},
                 )
-                return Batch.of(cur.fetchall())
+                rows = cur.fetchall()
+            return rows, builder.submit(tracing.bind(Batch.of), rows)
 
         if call.over():
             return "stopped"
@@ -250,6 +257,7 @@ class OutboxRelay(AbstractContextManager["OutboxRelay"]):
         with (
             _MarkConnection(self.engine, self._queries) as mark_conn,  # closed after the threads end
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox-relay-db") as db,
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox-relay-batch") as builder,
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox-relay-mark") as marker,
         ):
             try:
@@ -257,13 +265,13 @@ class OutboxRelay(AbstractContextManager["OutboxRelay"]):
                 next_rows: Future | None = db.submit(fetch_traced, floor - 1)
                 saw_rows = False
                 while next_rows is not None:
-                    batch = next_rows.result()
-                    rows = batch.rows
+                    rows, built = next_rows.result()
                     if not rows:
                         return "done" if saw_rows else "empty"
                     saw_rows = True
                     result.batches += 1
                     next_rows = None if call.over() else db.submit(fetch_traced, rows[-1][ID])
+                    batch = built.result()
                     failed_ids, error = self._producer.send(batch)
                     if failed_ids:
                         held = held_back([(row[ID], row[KEY]) for row in rows], failed_ids)
