@@ -8,7 +8,8 @@ the relay as near as it gets to a raw producer on the same broker.
 
 1. throughput: `--rows` property-object-upserted rows (~450-byte payloads, 10 rows per key) are
    inserted with one INSERT … SELECT, then one relay publishes them until the outbox is empty;
-   messages/s = rows / relay wall time (read, produce, acknowledgement, mark published).
+   messages/s = rows / relay wall time (read, produce, acknowledgement, mark published). The relay's
+   producer is connected and the topics ensured before the clock starts, as the raw producer's.
 2. raw producer, the baseline of 1.: the same rows (same values, keys and headers as the relay
    sends) read into memory first, untimed, then produced by a bare confluent-kafka producer with
    the relay's producer settings to the same broker and flushed; messages/s = rows / (produce +
@@ -160,6 +161,7 @@ def raw_producer(
     messages: list[tuple[str, bytes, str, list]] = []
     after = 0
     with engine.connect() as conn:
+        conn.execute(queries("outbox")["outbox_relay_session"])  # the relay's plan: a walk of the primary key
         while rows := conn.execute(query, {"after": after, "upto": 2**63 - 1, "limit": chunk}).all():
             values = message_values([row[3] for row in rows])
             messages.extend(
@@ -205,8 +207,10 @@ def throughput(
     url: str, bootstrap: str, broker_pid: int | None, rows: int, batch_size: int, fill_seconds: float
 ) -> dict:
     engine = get_engine(url)
-    with CpuMeter(url, broker_pid) as meter, OutboxRelay(engine, bootstrap, batch_size=batch_size) as relay:
-        result = relay.relay_pending(until_empty=True, max_seconds=3600)
+    with OutboxRelay(engine, bootstrap, batch_size=batch_size) as relay:
+        relay.prepare()  # topics ensured and the producer connected before the clock starts, as the raw one's
+        with CpuMeter(url, broker_pid) as meter:
+            result = relay.relay_pending(until_empty=True, max_seconds=3600)
     with engine.connect() as conn:
         left = conn.execute(
             text("SELECT count(*) FROM chessboard.outbox_messages WHERE published_at IS NULL")

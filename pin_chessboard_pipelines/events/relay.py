@@ -15,6 +15,9 @@ Claiming: ONE active relay at a time, under a PostgreSQL session advisory lock
   for it (`--until-empty`).
 
 Rows of one key are written under the aggregate's row lock, so their ids are in commit order.
+Each pass walks the primary key from the relay floor up (every row below it is published): the
+floor moves only over ids whose writers have all ended, so a transaction that commits after later
+ids were published still has its rows relayed (store/sql/outbox.sql, docs/events.md#outbox-and-relay).
 A row is marked `published_at` only after the broker acknowledged it (no failure report once the
 flush has nothing left; the producer reports failures only: relay_producer.py), in one UPDATE per
 batch; a crash between produce and mark republishes the row with the same messageId (at least
@@ -35,6 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -50,7 +54,7 @@ from pin_chessboard_pipelines.events.messages import (
     RelayResult,
     held_back,
 )
-from pin_chessboard_pipelines.events.relay_producer import Batch, BatchProducer
+from pin_chessboard_pipelines.events.relay_producer import Batch, BatchProducer, gc_paused
 from pin_chessboard_pipelines.observability import tracing
 from pin_chessboard_pipelines.observability.logs import log_event
 from pin_chessboard_pipelines.observability.metrics import OUTBOX_PUBLISH_ERRORS, OUTBOX_PUBLISHED
@@ -78,7 +82,7 @@ def relay_policy(retry_seconds: float = 600.0) -> FailurePolicy:
 RELAY_POLICY = relay_policy()
 
 
-class OutboxRelay:
+class OutboxRelay(AbstractContextManager["OutboxRelay"]):
     """Publishes pending outbox rows; keeps one producer across calls (rebuilt after a failure)."""
 
     def __init__(
@@ -91,11 +95,8 @@ class OutboxRelay:
         policy: FailurePolicy = RELAY_POLICY,
         producer_overrides: Mapping[str, Any] | None = None,
     ) -> None:
-        self.engine = engine
-        self.bootstrap_servers = bootstrap_servers
-        self.batch_size = batch_size
-        self.message_timeout_ms = message_timeout_ms
-        self.policy = policy
+        self.engine, self.bootstrap_servers, self.policy = engine, bootstrap_servers, policy
+        self.batch_size, self.message_timeout_ms = batch_size, message_timeout_ms
         self.producer_overrides = dict(producer_overrides or {})
         self._producer = BatchProducer(bootstrap_servers, message_timeout_ms, producer_overrides)
         # cumulative over the relay's life (a long-lived relay's health, read by its owner)
@@ -183,13 +184,14 @@ class OutboxRelay:
         )
         return call.stopper.sleep(wait)
 
+    def prepare(self) -> None:
+        """What the first batch would do first: the topics ensured, the producer connected."""
+        self._producer.prepare()
+
     def close(self) -> None:
         self._producer.close()
 
-    def __enter__(self) -> OutboxRelay:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: object) -> None:  # `with OutboxRelay(...) as relay:` closes it
         self.close()
 
     # -- the loop -----------------------------------------------------------------------------
@@ -199,7 +201,7 @@ class OutboxRelay:
         upto = (
             _NO_UPPER_BOUND
             if call.until_empty
-            else int(conn.execute(self._queries["outbox_max_pending_id"]).scalar_one())
+            else int(conn.execute(self._queries["outbox_max_id"]).scalar_one())
         )
         while call.unmarked:  # acknowledged by the broker before the store went away
             rows, to_mark = call.unmarked[0]
@@ -226,44 +228,52 @@ class OutboxRelay:
             # until_empty: another pass picks up rows committed meanwhile (lower ids included)
 
     def _pass(self, conn: Connection, upto: int, call: _Call) -> str:
-        """One walk over the pending rows in id order: 'empty' | 'done' | 'failed' | 'stopped'.
+        """One walk over the pending rows in id order from the relay floor up: 'empty' | 'done' |
+        'failed' | 'stopped'.
 
-        Pipelined: one database thread reads batch N+1 (and makes its values and headers) and
-        another thread marks batch N-1 on a connection of its own, while this thread produces batch
-        N and waits for the broker: PostgreSQL's reads and writes, the Python work and the broker's
-        acknowledgements overlap.
+        Pipelined: one database thread reads batch N+1 and hands its rows to a thread that makes
+        their values and headers, and another thread marks batch N-1 on a connection of its own,
+        while this thread produces batch N and waits for the broker: PostgreSQL's reads and writes,
+        the Python work and the broker's acknowledgements overlap.
         """
         result = call.result
 
-        def fetch(after: int) -> Batch:
+        def fetch(after: int) -> tuple[list[Any], Future]:
+            """The batch's rows (the next read can start from them) and their Batch, being made."""
             # plain tuples off the driver's cursor: no result-row objects for thousands of rows
             with Cursor(conn) as cur:
                 cur.execute(
                     self._queries["outbox_pending_batch"],
                     {"after": after, "upto": upto, "limit": self.batch_size},
                 )
-                return Batch.of(cur.fetchall())
+                rows = cur.fetchall()
+            return rows, builder.submit(tracing.bind(Batch.of), rows)
 
         if call.over():
             return "stopped"
+        floor = self._advance_floor(conn)
         marks: list[tuple[Future, list[Any], list[int]]] = []
         with (
+            # no cyclic collections during the pass: each would walk every row of the batches in
+            # flight, about a tenth of the relay's CPU; the rows go by reference counting
+            gc_paused(),
             _MarkConnection(self.engine, self._queries) as mark_conn,  # closed after the threads end
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox-relay-db") as db,
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox-relay-batch") as builder,
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox-relay-mark") as marker,
         ):
             try:
                 fetch_traced = tracing.bind(fetch)  # the database thread's spans join this relay's trace
-                next_rows: Future | None = db.submit(fetch_traced, 0)
+                next_rows: Future | None = db.submit(fetch_traced, floor - 1)
                 saw_rows = False
                 while next_rows is not None:
-                    batch = next_rows.result()
-                    rows = batch.rows
+                    rows, built = next_rows.result()
                     if not rows:
                         return "done" if saw_rows else "empty"
                     saw_rows = True
                     result.batches += 1
                     next_rows = None if call.over() else db.submit(fetch_traced, rows[-1][ID])
+                    batch = built.result()
                     failed_ids, error = self._producer.send(batch)
                     if failed_ids:
                         held = held_back([(row[ID], row[KEY]) for row in rows], failed_ids)
@@ -272,6 +282,8 @@ class OutboxRelay:
                         held, to_mark = set(), list(map(itemgetter(ID), rows))
                     if to_mark:
                         mark = marker.submit(tracing.bind(self._mark_on), mark_conn, rows, to_mark, result)
+                        # marked batches let go of their rows: a pass holds a few batches, not its backlog
+                        marks[:] = [m for m in marks if not (m[0].done() and m[0].exception() is None)]
                         marks.append((mark, rows, to_mark))
                     if failed_ids:
                         self._failed_batch(result, len(rows), len(failed_ids), len(held), error)
@@ -279,6 +291,12 @@ class OutboxRelay:
                 return "stopped"
             finally:
                 self._wait_for_marks(marks, call)
+
+    def _advance_floor(self, conn: Connection) -> int:
+        """The relay floor, moved up first when every transaction that could still write below its
+        horizon has ended (store/sql/outbox.sql): every row below it is published."""
+        drawn = conn.execute(self._queries["outbox_id_drawn"]).scalar_one()  # before the next statement's xid
+        return int(conn.execute(self._queries["outbox_relay_advance_floor"], {"drawn": drawn}).scalar_one())
 
     @staticmethod
     def _failed_batch(result: RelayResult, rows: int, failed: int, pending: int, error: str | None) -> None:

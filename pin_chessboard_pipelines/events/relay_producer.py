@@ -182,6 +182,10 @@ class BatchProducer:
             )
         return self._producer
 
+    def prepare(self, timeout: float = 10.0) -> None:
+        """The topics ensured and the producer connected to the cluster, ahead of the first batch."""
+        self._ready().list_topics(timeout=timeout)
+
     def close(self) -> None:
         """What is in flight is delivered (5 s at most), the producer let go."""
         if self._producer is not None:

@@ -371,12 +371,23 @@ outbox_messages = _numbered_table(
     Column("headers", JSONB, nullable=False),
     Column("occurred_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("published_at", DateTime(timezone=True)),
-    Index("ix_outbox_messages_unpublished", "id", postgresql_where=text("published_at IS NULL")),
-    Index(
-        "ix_outbox_messages_published_at", "published_at", postgresql_where=text("published_at IS NOT NULL")
-    ),
-    # the relay's mark writes a row's new version on its page (migration 0011)
+    # No btree names published_at, so the relay's mark is a HOT update on the row's page (migration
+    # 0016; fillfactor 50 leaves it the room, migration 0011). The purge's index is a BRIN one, which
+    # does not stop HOT; the relay finds pending rows from outbox_relay_floor up.
+    Index("ix_outbox_messages_published_at_brin", "published_at", postgresql_using="brin"),
     postgresql_with={"fillfactor": 50},
+)
+
+# One row: every outbox row with an id below floor_id is published. The relay moves it up once no
+# transaction that could still write an id up to horizon_id is running (docs/events.md#outbox-and-relay).
+outbox_relay_floor = Table(
+    "outbox_relay_floor",
+    metadata,
+    Column("id", SmallInteger, primary_key=True, autoincrement=False),
+    Column("floor_id", BigInteger, nullable=False),
+    Column("horizon_id", BigInteger, nullable=False),
+    Column("horizon_xid", BigInteger, nullable=False),
+    CheckConstraint("id = 1", name="ck_outbox_relay_floor_one_row"),
 )
 
 # Analytics (docs/store.md#analytics): one row per live, non-archived project and day.

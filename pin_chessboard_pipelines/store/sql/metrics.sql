@@ -3,11 +3,14 @@
 -- queue's gauges are in recalc.sql.
 
 -- name: outbox_backlog
-SELECT count(*) AS value FROM chessboard.outbox_messages WHERE published_at IS NULL
+-- From the relay floor up: every row below it is published (store/sql/outbox.sql).
+SELECT count(*) AS value FROM chessboard.outbox_messages
+WHERE published_at IS NULL AND id >= (SELECT floor_id FROM chessboard.outbox_relay_floor WHERE id = 1)
 
 -- name: outbox_lag_seconds
 SELECT coalesce(extract(epoch FROM now() - min(occurred_at)), 0) AS value
-FROM chessboard.outbox_messages WHERE published_at IS NULL
+FROM chessboard.outbox_messages
+WHERE published_at IS NULL AND id >= (SELECT floor_id FROM chessboard.outbox_relay_floor WHERE id = 1)
 
 -- name: import_runs_running
 -- Running rows, a killed import's included (it stays Running until resumed).

@@ -10,7 +10,7 @@ COPY chessboard.outbox_messages (message_id, topic, message_key, payload, header
 -- Pending rows in commit (id) order after :after, up to :upto. The payload comes as JSON text and the
 -- contract headers as columns 4..10 in HEADER_NAMES order (relay.row_headers reads them by position),
 -- so the relay does not pay for decoding jsonb into dicts; so does the writer's W3C traceparent.
--- Uses ix_outbox_messages_unpublished.
+-- A walk of the primary key from the relay floor (outbox_relay_advance_floor) up.
 SELECT id, topic, message_key, payload::text AS payload,
        headers->>'messageId' AS message_id_header,
        headers->>'occurredAt' AS occurred_at_header,
@@ -29,37 +29,69 @@ LIMIT :limit
 
 -- name: outbox_mark_published
 -- Only ids the broker acknowledged (:ids = a bigint array literal '{1,2,…}', cheaper to bind and
--- plan than thousands of parameters); a row already marked stays as it is.
+-- plan than thousands of parameters); a row already marked stays as it is. A HOT update: no btree
+-- names published_at (migration 0016).
 UPDATE chessboard.outbox_messages
 SET published_at = now()
 WHERE id = ANY(CAST(:ids AS bigint[])) AND published_at IS NULL
 
+-- name: outbox_id_drawn
+-- The highest outbox id drawn so far (committed or not). Read BEFORE outbox_relay_advance_floor
+-- assigns its transaction id: a writer has its transaction id before it draws an id (the statement
+-- trigger of migration 0016), so each writer of an id up to this value has a lower transaction id.
+SELECT coalesce(pg_sequence_last_value('chessboard.outbox_messages_id_seq'::regclass), 0) AS drawn
+
+-- name: outbox_relay_advance_floor
+-- Every row below floor_id is published. Once every transaction below horizon_xid has ended (the
+-- snapshot's xmin), no row up to horizon_id can still appear: the floor moves to the lowest pending
+-- row up to horizon_id (or past it), and the horizon becomes (:drawn, this transaction's id). While
+-- one is running, floor and horizon stay. A transaction that commits out of id order keeps the floor
+-- below its rows until it ends. Returns the floor either way.
+WITH advanced AS (
+    UPDATE chessboard.outbox_relay_floor AS f
+    SET floor_id = coalesce(
+            (SELECT min(o.id) FROM chessboard.outbox_messages AS o
+             WHERE o.id >= f.floor_id AND o.id <= f.horizon_id AND o.published_at IS NULL),
+            f.horizon_id + 1),
+        horizon_id = :drawn,
+        horizon_xid = pg_current_xact_id()::text::bigint
+    WHERE f.id = 1 AND f.horizon_xid <= pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+    RETURNING f.floor_id
+)
+SELECT floor_id FROM advanced
+UNION ALL
+SELECT floor_id FROM chessboard.outbox_relay_floor WHERE id = 1 AND NOT EXISTS (SELECT FROM advanced)
+
 -- name: outbox_relay_session
 -- A lost mark only republishes rows with the same messageId (at least once): the relay's commits
--- need not wait for the WAL flush.
-SET synchronous_commit TO off
+-- need not wait for the WAL flush. The batch read walks the primary key in id order: without a
+-- btree on published_at the planner, guessing few pending rows, would otherwise gather the whole
+-- id range in a bitmap and sort it for every batch.
+SET synchronous_commit TO off; SET enable_bitmapscan TO off; SET enable_seqscan TO off
 
 -- name: outbox_relay_session_reset
-RESET synchronous_commit
+RESET synchronous_commit; RESET enable_bitmapscan; RESET enable_seqscan
 
--- name: outbox_max_pending_id
-SELECT coalesce(max(id), 0) AS max_id FROM chessboard.outbox_messages WHERE published_at IS NULL
+-- name: outbox_max_id
+-- The highest id written: the upper end of a fast-path call's walk.
+SELECT coalesce(max(id), 0) AS max_id FROM chessboard.outbox_messages
 
 -- name: outbox_pending_summary
--- What the relay sensor looks at: backlog, highest pending id, age of the oldest pending row.
+-- What the relay sensor looks at: backlog, highest pending id, age of the oldest pending row
+-- (from the relay floor up: every row below it is published).
 SELECT count(*)::bigint AS backlog,
        coalesce(max(id), 0) AS max_id,
        coalesce(extract(epoch FROM now() - min(occurred_at)), 0)::double precision AS oldest_age_seconds
 FROM chessboard.outbox_messages
-WHERE published_at IS NULL
+WHERE published_at IS NULL AND id >= (SELECT floor_id FROM chessboard.outbox_relay_floor WHERE id = 1)
 
 -- name: outbox_purge_published
--- One bounded batch of published rows older than the retention (never an unbounded DELETE).
+-- One bounded batch of published rows older than the retention (never an unbounded DELETE);
+-- ix_outbox_messages_published_at_brin narrows the walk to the pages that hold such rows.
 DELETE FROM chessboard.outbox_messages
 WHERE id IN (
     SELECT id FROM chessboard.outbox_messages
-    WHERE published_at IS NOT NULL
-      AND published_at < now() - make_interval(secs => :retention_seconds)
+    WHERE published_at < now() - make_interval(secs => :retention_seconds)
     ORDER BY published_at
     LIMIT :limit
 )
