@@ -191,7 +191,7 @@ def _size(args: argparse.Namespace, objects: int, settings: list[str], first: bo
             print(_settings_line(url, settings, bool(args.pg_setting)), flush=True)
         sim, sim_url = import_run.simulator(dataset)
         try:
-            run = import_run.import_on_processes(args, url, sim_url, args.processes)
+            run = import_run.import_on_processes(args, url, sim_url, args.processes, sim_pid=sim.pid)
         finally:
             sim.terminate()
             sim.wait(30)
@@ -202,6 +202,7 @@ def _size(args: argparse.Namespace, objects: int, settings: list[str], first: bo
             "import_seconds": run["seconds"],
             "rate": report.counters.planned / run["stages"]["PropertyObjects"],
             "cpu": run["stage_cpu"]["PropertyObjects"],
+            "sim_cpu": run["stage_sim_cpu"]["PropertyObjects"],
             # the workers of a stage of a few items: what starting and joining P processes costs
             "start_cpu": run["stage_cpu"]["Developers"][1],
             "page_p99": import_run.percentile([d for w in stage_stats for d in w["page_durations_ms"]], 0.99),
@@ -210,14 +211,21 @@ def _size(args: argparse.Namespace, objects: int, settings: list[str], first: bo
         }
         after_import = _database_bytes(url)
         copies = []  # (total bytes, heap bytes) of each COPY reference's table, dropped before the next
+        postmaster = postmaster_pid(url)
+        floor_cpu = 0.0  # the server's CPU seconds of the two COPYs
         with tempfile.TemporaryDirectory(prefix="scale-bench-") as workdir:
-            for key, reference in (
-                ("copy_fk", lambda: import_run.copy_reference(url, Path(workdir), foreign_keys=True)),
-                ("copy_outbox", lambda: import_run.outbox_reference(url, Path(workdir))),
+            for key, table, where, foreign_keys in (
+                ("copy_fk", "property_objects", "true", True),
+                ("copy_outbox", *import_run.OUTBOX_ROWS, False),
             ):
-                figures[key] = reference()
+                rows, seconds, cpu = import_run.timed_copy(
+                    url, Path(workdir), table, where, foreign_keys, postmaster
+                )
+                figures[key] = (rows, seconds)
+                floor_cpu += cpu
                 copies.append(_copies_bytes(url))
                 import_run.drop_copies(url)
+        figures["floor_cpu"] = floor_cpu
         figures["recalc"] = _recalc(url, args.drains, args.drain_batch)
         brokers: list = []
         try:
@@ -265,6 +273,7 @@ def _block(f: dict) -> list[str]:
         f"  floor: COPY of the {fk_rows:,} objects with their foreign keys {fk_seconds:.1f} s + their "
         f"{outbox_rows:,} outbox rows {outbox_seconds:.1f} s = {floor:,.0f} objects/s; "
         f"import/floor {f['rate'] / floor:.3f}",
+        _cpu_line(f),
         f"  sizes after the import (heap + indexes; {total / objects:,.0f} bytes per object in these tables, "
         f"database at its peak {scale_plan.human_bytes(f['database_bytes'])}):",
     ]
@@ -284,6 +293,20 @@ def _block(f: dict) -> list[str]:
         "    raw producer: " + relay["raw_cpu"].replace("\n  ", "\n      "),
     ]
     return lines
+
+
+def _cpu_line(f: dict) -> str:
+    """The import's CPU per object against the floor's: what the import/floor ratio is at most
+    when nothing else runs (the floor is one connection on one core; the import has `cores`)."""
+    objects, cores = f["objects"], os.cpu_count() or 1
+    pg, sim, floor = f["cpu"][0] / objects * 1e6, f["sim_cpu"] / objects * 1e6, f["floor_cpu"] / objects * 1e6
+    workers = _net_workers_cpu(f) / objects * 1e6
+    total = pg + workers + sim
+    return (
+        f"  CPU per object: import {total:.0f} µs (PostgreSQL {pg:.0f}, workers {workers:.0f}, simulator "
+        f"{sim:.0f}) vs floor {floor:.0f} µs (PostgreSQL's, of the two COPYs): on {cores} idle cores "
+        f"import/floor <= {cores * floor / total:.2f}; PostgreSQL over the floor {pg - floor:+.0f} µs"
+    )
 
 
 def _table(runs: list[dict]) -> list[str]:
