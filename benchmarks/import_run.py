@@ -173,7 +173,7 @@ def statement_kind(sql: str) -> str:
     """A statement's verb and the first chessboard table it names: what its time is filed under."""
     words = " ".join(sql.split())
     verb = next((w for w in words.split() if w in {"SELECT", "INSERT", "UPDATE", "DELETE", "COPY"}), "?")
-    table = re.search(r"chessboard\.(\w+)", words)
+    table = re.search(r"chessboard\.\"?(\w+)", words)
     if table:
         return f"{verb} {table.group(1)}"
     return "SELECT 1 (the pool's ping)" if words == "SELECT 1" else words[:40]
@@ -184,6 +184,7 @@ def count_statements(engine) -> tuple[list[int], dict[str, float]]:  # type: ign
     and the raw bulk cursors alike, pool pings included), and the wall seconds spent in each kind
     (statement_kind): a cursor class that counts and times."""
     import psycopg2.extensions
+    import psycopg2.sql
     from sqlalchemy import event
 
     counter = [0]
@@ -200,7 +201,9 @@ def count_statements(engine) -> tuple[list[int], dict[str, float]]:  # type: ign
 
     class CountingCursor(psycopg2.extensions.cursor):
         def execute(self, query, vars=None):  # type: ignore[no-untyped-def]
-            return timed(query, lambda: super(CountingCursor, self).execute(query, vars))
+            # a statement composed with identifiers (store/cursor.py with_identifiers) by its text
+            named = query.as_string(self) if isinstance(query, psycopg2.sql.Composable) else query
+            return timed(named, lambda: super(CountingCursor, self).execute(query, vars))
 
         def copy_expert(self, sql, file, size=8192):  # type: ignore[no-untyped-def]
             return timed(sql, lambda: super(CountingCursor, self).copy_expert(sql, file, size))
@@ -213,14 +216,15 @@ def count_statements(engine) -> tuple[list[int], dict[str, float]]:  # type: ign
 
 
 def _profile_threads(directory: Path) -> None:
-    """Every thread this process starts from now on runs under cProfile, its figures to `directory`."""
+    """Every thread this process starts from now on runs under cProfile, its figures to `directory`;
+    the clock is the thread's CPU time, so waits for the server or for a core count nothing."""
     import cProfile
     import threading
 
     run = threading.Thread.run
 
     def profiled(thread: threading.Thread) -> None:
-        profiler = cProfile.Profile()
+        profiler = cProfile.Profile(time.thread_time)
         profiler.enable()
         try:
             run(thread)

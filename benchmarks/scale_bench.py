@@ -207,6 +207,7 @@ def _size(args: argparse.Namespace, objects: int, settings: list[str], first: bo
             "start_cpu": run["stage_cpu"]["Developers"][1],
             "page_p99": import_run.percentile([d for w in stage_stats for d in w["page_durations_ms"]], 0.99),
             "pages": sum(w["pages"] for w in stage_stats),
+            "stage_stats": stage_stats,
             "tables": _table_sizes(url),
         }
         after_import = _database_bytes(url)
@@ -274,6 +275,7 @@ def _block(f: dict) -> list[str]:
         f"{outbox_rows:,} outbox rows {outbox_seconds:.1f} s = {floor:,.0f} objects/s; "
         f"import/floor {f['rate'] / floor:.3f}",
         _cpu_line(f),
+        _statements_line(f),
         f"  sizes after the import (heap + indexes; {total / objects:,.0f} bytes per object in these tables, "
         f"database at its peak {scale_plan.human_bytes(f['database_bytes'])}):",
     ]
@@ -296,16 +298,35 @@ def _block(f: dict) -> list[str]:
 
 
 def _cpu_line(f: dict) -> str:
-    """The import's CPU per object against the floor's: what the import/floor ratio is at most
-    when nothing else runs (the floor is one connection on one core; the import has `cores`)."""
+    """The import's CPU per object against the floor's: the import/floor ratio the import would reach
+    using every core with nothing else running (the floor is one connection on one core)."""
     objects, cores = f["objects"], os.cpu_count() or 1
     pg, sim, floor = f["cpu"][0] / objects * 1e6, f["sim_cpu"] / objects * 1e6, f["floor_cpu"] / objects * 1e6
     workers = _net_workers_cpu(f) / objects * 1e6
     total = pg + workers + sim
+    fk_rows, fk_seconds = f["copy_fk"]
+    floor_rate = fk_rows / (fk_seconds + f["copy_outbox"][1])
     return (
         f"  CPU per object: import {total:.0f} µs (PostgreSQL {pg:.0f}, workers {workers:.0f}, simulator "
-        f"{sim:.0f}) vs floor {floor:.0f} µs (PostgreSQL's, of the two COPYs): on {cores} idle cores "
-        f"import/floor <= {cores * floor / total:.2f}; PostgreSQL over the floor {pg - floor:+.0f} µs"
+        f"{sim:.0f}), {total * f['rate'] / 1e6:.2f} of {cores} cores busy with it; floor {floor:.0f} µs "
+        f"(PostgreSQL's, of the two COPYs), PostgreSQL's excess over it {pg - floor:.0f} µs; on {cores} "
+        f"cores of its own the import would reach {cores / total * 1e6:,.0f} objects/s = "
+        f"{cores / total * 1e6 / floor_rate:.2f} of the floor"
+    )
+
+
+def _statements_line(f: dict) -> str:
+    """Where the PropertyObjects workers waited on the server: wall µs per object by statement kind."""
+    seconds: dict[str, float] = {}
+    for worker in f["stage_stats"]:
+        for kind, spent in worker["statement_seconds"].items():
+            seconds[kind] = seconds.get(kind, 0.0) + spent
+    statements = sum(w["statements"] for w in f["stage_stats"])
+    top = sorted(seconds.items(), key=lambda kv: -kv[1])[:8]
+    shown = ", ".join(f"{kind} {spent / f['objects'] * 1e6:.0f}" for kind, spent in top)
+    return (
+        f"  the workers' wait on the server per object ({statements / max(1, f['pages']):.1f} statements a "
+        f"page), µs: {shown}"
     )
 
 
