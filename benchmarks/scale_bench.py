@@ -15,7 +15,10 @@ CHESSBOARD_DATABASE_URL / KAFKA_BOOTSTRAP_SERVERS are set):
    the import's staging, right after the import;
 3. the floor, in the same run: the imported objects COPYed into an empty copy of their table with
    its foreign keys, plus their outbox rows COPYed likewise; import/floor = import objects/s over
-   objects/s of those two COPYs one after the other;
+   objects/s of those two COPYs one after the other; the CPU per object of the import (PostgreSQL,
+   workers, simulator) against the floor's (PostgreSQL's, of the COPYs), the import/floor it would
+   reach on every core of the machine, and the workers' wait on the server by statement
+   (IMPORT_BENCH_PROFILE=<dir>: a cProfile, on thread CPU time, of each PropertyObjects thread there);
 4. recalc: every project's request made due, drained by --drains drain processes
    (recalc_bench.drain_in_processes): projects/s;
 5. relay: the raw producer of outbox_bench.py on the first --raw-rows pending rows (what the relay
