@@ -89,6 +89,20 @@ def copy_reference(
     """(rows, seconds) of COPY FROM of the imported rows of `table` (those `where` holds) into an
     empty copy of it (same indexes, no checks; `foreign_keys`: with the table's foreign keys too,
     checked row by row as the replica's own are)."""
+    rows, seconds, _ = timed_copy(url, workdir, table, where, foreign_keys)
+    return rows, seconds
+
+
+def timed_copy(
+    url: str,
+    workdir: Path,
+    table: str = "property_objects",
+    where: str = "true",
+    foreign_keys: bool = False,
+    postmaster: int | None = None,
+) -> tuple[int, float, float]:
+    """copy_reference's (rows, seconds) and the CPU seconds the server spent on the COPY FROM
+    (`postmaster`'s processes; NaN without it)."""
     import psycopg2
 
     dump = workdir / f"{table}.copy"
@@ -108,23 +122,28 @@ def copy_reference(
                     cur.execute(f"ALTER TABLE {copy_table} ADD CONSTRAINT {name}_copy {definition}")
             with dump.open("w") as out:
                 cur.copy_expert(f"COPY (SELECT * FROM chessboard.{table} WHERE {where}) TO STDOUT", out)
+        cpu_before = tree_cpu_seconds(postmaster) if postmaster else float("nan")
         started = time.perf_counter()
         with conn, conn.cursor() as cur, dump.open() as source:
             cur.copy_expert(f"COPY {copy_table} FROM STDIN", source)
         seconds = time.perf_counter() - started
+        cpu = (tree_cpu_seconds(postmaster) - cpu_before) if postmaster else float("nan")
         with conn.cursor() as cur:
             cur.execute(f"SELECT count(*) FROM {copy_table}")
             rows = cur.fetchone()[0]
     finally:
         conn.close()
         dump.unlink(missing_ok=True)
-    return rows, seconds
+    return rows, seconds, cpu
+
+
+OUTBOX_ROWS = ("outbox_messages", "topic LIKE 'pin.chessboard.property-object%'")
 
 
 def outbox_reference(url: str, workdir: Path) -> tuple[int, float]:
     """The same for the property objects' outbox rows (upserted, price and status events): the
     part of the import's work that the contract fixes besides the objects themselves."""
-    return copy_reference(url, workdir, "outbox_messages", "topic LIKE 'pin.chessboard.property-object%'")
+    return copy_reference(url, workdir, *OUTBOX_ROWS)
 
 
 def drop_copies(url: str) -> None:
@@ -154,7 +173,7 @@ def statement_kind(sql: str) -> str:
     """A statement's verb and the first chessboard table it names: what its time is filed under."""
     words = " ".join(sql.split())
     verb = next((w for w in words.split() if w in {"SELECT", "INSERT", "UPDATE", "DELETE", "COPY"}), "?")
-    table = re.search(r"chessboard\.(\w+)", words)
+    table = re.search(r"chessboard\.\"?(\w+)", words)
     if table:
         return f"{verb} {table.group(1)}"
     return "SELECT 1 (the pool's ping)" if words == "SELECT 1" else words[:40]
@@ -165,6 +184,7 @@ def count_statements(engine) -> tuple[list[int], dict[str, float]]:  # type: ign
     and the raw bulk cursors alike, pool pings included), and the wall seconds spent in each kind
     (statement_kind): a cursor class that counts and times."""
     import psycopg2.extensions
+    import psycopg2.sql
     from sqlalchemy import event
 
     counter = [0]
@@ -181,7 +201,9 @@ def count_statements(engine) -> tuple[list[int], dict[str, float]]:  # type: ign
 
     class CountingCursor(psycopg2.extensions.cursor):
         def execute(self, query, vars=None):  # type: ignore[no-untyped-def]
-            return timed(query, lambda: super(CountingCursor, self).execute(query, vars))
+            # a statement composed with identifiers (store/cursor.py with_identifiers) by its text
+            named = query.as_string(self) if isinstance(query, psycopg2.sql.Composable) else query
+            return timed(named, lambda: super(CountingCursor, self).execute(query, vars))
 
         def copy_expert(self, sql, file, size=8192):  # type: ignore[no-untyped-def]
             return timed(sql, lambda: super(CountingCursor, self).copy_expert(sql, file, size))
@@ -191,6 +213,26 @@ def count_statements(engine) -> tuple[list[int], dict[str, float]]:  # type: ign
         dbapi_connection.cursor_factory = CountingCursor
 
     return counter, seconds
+
+
+def _profile_threads(directory: Path) -> None:
+    """Every thread this process starts from now on runs under cProfile, its figures to `directory`;
+    the clock is the thread's CPU time, so waits for the server or for a core count nothing."""
+    import cProfile
+    import threading
+
+    run = threading.Thread.run
+
+    def profiled(thread: threading.Thread) -> None:
+        profiler = cProfile.Profile(time.thread_time)
+        profiler.enable()
+        try:
+            run(thread)
+        finally:
+            profiler.disable()
+            profiler.dump_stats(str(directory / f"{os.getpid()}-{thread.name}.prof"))
+
+    threading.Thread.run = profiled  # type: ignore[method-assign]
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -204,6 +246,9 @@ def _worker(args: argparse.Namespace) -> int:
         options=ImportOptions(lock_timeout_seconds=5),
     )
     statements, statement_seconds = count_statements(session.engine)
+    profile_dir = os.environ.get("IMPORT_BENCH_PROFILE")  # a directory: a cProfile of each thread there
+    if profile_dir and args.worker == "PropertyObjects":
+        _profile_threads(Path(profile_dir))
     try:
         session.join()
         report = session.work_stage(BY_STAGE[args.worker])
@@ -223,10 +268,12 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def import_on_processes(args: argparse.Namespace, url: str, sim_url: str, processes: int) -> dict:
+def import_on_processes(
+    args: argparse.Namespace, url: str, sim_url: str, processes: int, sim_pid: int | None = None
+) -> dict:
     """The bootstrap with `processes` worker processes per stage (`args.page_size`, `args.workers`
     threads each); the stages one after another. Per stage: seconds, CPU of PostgreSQL and of the
-    workers, what the server did, each worker's figures."""
+    workers, what the server did, each worker's figures; the simulator's CPU (`sim_pid`)."""
     from pin_chessboard_pipelines.entities import ENTITIES
     from pin_chessboard_pipelines.talent_import.stage_runner import stage_report
 
@@ -239,12 +286,14 @@ def import_on_processes(args: argparse.Namespace, url: str, sim_url: str, proces
     seconds: dict[str, float] = {}
     stats: dict[str, list[dict]] = {}
     cpu: dict[str, tuple[float, float]] = {}  # stage -> (PostgreSQL, workers) CPU seconds
+    sim_cpu: dict[str, float] = {}  # stage -> the simulator's CPU seconds (NaN without sim_pid)
     server: dict[str, dict[str, float]] = {}  # stage -> what PostgreSQL did (servers.SERVER_COUNTERS)
     postmaster = postmaster_pid(url)
     try:
         for stage in ENTITIES:
             stage_started = time.perf_counter()
             pg_before = tree_cpu_seconds(postmaster) if postmaster else float("nan")
+            sim_before = tree_cpu_seconds(sim_pid) if sim_pid else float("nan")
             server_before = servers.server_counters(url)
             children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
             stats_files = [Path(tempfile.mkstemp(prefix="import-bench-stats-")[1]) for _ in range(processes)]
@@ -275,6 +324,7 @@ def import_on_processes(args: argparse.Namespace, url: str, sim_url: str, proces
                 (children_after.ru_utime + children_after.ru_stime)
                 - (children_before.ru_utime + children_before.ru_stime),
             )
+            sim_cpu[stage.stage] = (tree_cpu_seconds(sim_pid) - sim_before) if sim_pid else float("nan")
             stats[stage.stage] = [json.loads(f.read_text()) for f in stats_files]
             for f in stats_files:
                 f.unlink()
@@ -292,6 +342,7 @@ def import_on_processes(args: argparse.Namespace, url: str, sim_url: str, proces
         "session": session,
         "stats": stats,
         "stage_cpu": cpu,
+        "stage_sim_cpu": sim_cpu,
         "stage_server": server,
         "url": url,
     }

@@ -15,7 +15,10 @@ CHESSBOARD_DATABASE_URL / KAFKA_BOOTSTRAP_SERVERS are set):
    the import's staging, right after the import;
 3. the floor, in the same run: the imported objects COPYed into an empty copy of their table with
    its foreign keys, plus their outbox rows COPYed likewise; import/floor = import objects/s over
-   objects/s of those two COPYs one after the other;
+   objects/s of those two COPYs one after the other; the CPU per object of the import (PostgreSQL,
+   workers, simulator) against the floor's (PostgreSQL's, of the COPYs), the import/floor it would
+   reach on every core of the machine, and the workers' wait on the server by statement
+   (IMPORT_BENCH_PROFILE=<dir>: a cProfile, on thread CPU time, of each PropertyObjects thread there);
 4. recalc: every project's request made due, drained by --drains drain processes
    (recalc_bench.drain_in_processes): projects/s;
 5. relay: the raw producer of outbox_bench.py on the first --raw-rows pending rows (what the relay
@@ -191,7 +194,7 @@ def _size(args: argparse.Namespace, objects: int, settings: list[str], first: bo
             print(_settings_line(url, settings, bool(args.pg_setting)), flush=True)
         sim, sim_url = import_run.simulator(dataset)
         try:
-            run = import_run.import_on_processes(args, url, sim_url, args.processes)
+            run = import_run.import_on_processes(args, url, sim_url, args.processes, sim_pid=sim.pid)
         finally:
             sim.terminate()
             sim.wait(30)
@@ -202,22 +205,31 @@ def _size(args: argparse.Namespace, objects: int, settings: list[str], first: bo
             "import_seconds": run["seconds"],
             "rate": report.counters.planned / run["stages"]["PropertyObjects"],
             "cpu": run["stage_cpu"]["PropertyObjects"],
+            "sim_cpu": run["stage_sim_cpu"]["PropertyObjects"],
             # the workers of a stage of a few items: what starting and joining P processes costs
             "start_cpu": run["stage_cpu"]["Developers"][1],
             "page_p99": import_run.percentile([d for w in stage_stats for d in w["page_durations_ms"]], 0.99),
             "pages": sum(w["pages"] for w in stage_stats),
+            "stage_stats": stage_stats,
             "tables": _table_sizes(url),
         }
         after_import = _database_bytes(url)
         copies = []  # (total bytes, heap bytes) of each COPY reference's table, dropped before the next
+        postmaster = postmaster_pid(url)
+        floor_cpu = 0.0  # the server's CPU seconds of the two COPYs
         with tempfile.TemporaryDirectory(prefix="scale-bench-") as workdir:
-            for key, reference in (
-                ("copy_fk", lambda: import_run.copy_reference(url, Path(workdir), foreign_keys=True)),
-                ("copy_outbox", lambda: import_run.outbox_reference(url, Path(workdir))),
+            for key, table, where, foreign_keys in (
+                ("copy_fk", "property_objects", "true", True),
+                ("copy_outbox", *import_run.OUTBOX_ROWS, False),
             ):
-                figures[key] = reference()
+                rows, seconds, cpu = import_run.timed_copy(
+                    url, Path(workdir), table, where, foreign_keys, postmaster
+                )
+                figures[key] = (rows, seconds)
+                floor_cpu += cpu
                 copies.append(_copies_bytes(url))
                 import_run.drop_copies(url)
+        figures["floor_cpu"] = floor_cpu
         figures["recalc"] = _recalc(url, args.drains, args.drain_batch)
         brokers: list = []
         try:
@@ -265,6 +277,8 @@ def _block(f: dict) -> list[str]:
         f"  floor: COPY of the {fk_rows:,} objects with their foreign keys {fk_seconds:.1f} s + their "
         f"{outbox_rows:,} outbox rows {outbox_seconds:.1f} s = {floor:,.0f} objects/s; "
         f"import/floor {f['rate'] / floor:.3f}",
+        _cpu_line(f),
+        _statements_line(f),
         f"  sizes after the import (heap + indexes; {total / objects:,.0f} bytes per object in these tables, "
         f"database at its peak {scale_plan.human_bytes(f['database_bytes'])}):",
     ]
@@ -284,6 +298,39 @@ def _block(f: dict) -> list[str]:
         "    raw producer: " + relay["raw_cpu"].replace("\n  ", "\n      "),
     ]
     return lines
+
+
+def _cpu_line(f: dict) -> str:
+    """The import's CPU per object against the floor's: the import/floor ratio the import would reach
+    using every core with nothing else running (the floor is one connection on one core)."""
+    objects, cores = f["objects"], os.cpu_count() or 1
+    pg, sim, floor = f["cpu"][0] / objects * 1e6, f["sim_cpu"] / objects * 1e6, f["floor_cpu"] / objects * 1e6
+    workers = _net_workers_cpu(f) / objects * 1e6
+    total = pg + workers + sim
+    fk_rows, fk_seconds = f["copy_fk"]
+    floor_rate = fk_rows / (fk_seconds + f["copy_outbox"][1])
+    return (
+        f"  CPU per object: import {total:.0f} µs (PostgreSQL {pg:.0f}, workers {workers:.0f}, simulator "
+        f"{sim:.0f}), {total * f['rate'] / 1e6:.2f} of {cores} cores busy with it; floor {floor:.0f} µs "
+        f"(PostgreSQL's, of the two COPYs), PostgreSQL's excess over it {pg - floor:.0f} µs; on {cores} "
+        f"cores of its own the import would reach {cores / total * 1e6:,.0f} objects/s = "
+        f"{cores / total * 1e6 / floor_rate:.2f} of the floor"
+    )
+
+
+def _statements_line(f: dict) -> str:
+    """Where the PropertyObjects workers waited on the server: wall µs per object by statement kind."""
+    seconds: dict[str, float] = {}
+    for worker in f["stage_stats"]:
+        for kind, spent in worker["statement_seconds"].items():
+            seconds[kind] = seconds.get(kind, 0.0) + spent
+    statements = sum(w["statements"] for w in f["stage_stats"])
+    top = sorted(seconds.items(), key=lambda kv: -kv[1])[:8]
+    shown = ", ".join(f"{kind} {spent / f['objects'] * 1e6:.0f}" for kind, spent in top)
+    return (
+        f"  the workers' wait on the server per object ({statements / max(1, f['pages']):.1f} statements a "
+        f"page), µs: {shown}"
+    )
 
 
 def _table(runs: list[dict]) -> list[str]:

@@ -35,6 +35,9 @@ from pin_chessboard_pipelines.talent.topic_reader import Source
 class DatabaseView:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        # table -> PIN id -> (project, tenant) of the parent rows this batch read: linked_projects
+        # takes them from here instead of reading the same rows again
+        self._parent_projects: dict[str, dict[str, tuple[str, str]]] = {}
 
     def session(self) -> AbstractContextManager[object]:
         begin(self.conn)
@@ -62,12 +65,24 @@ class DatabaseView:
         if not ids:
             return {}
         query = with_identifiers(queries("replica")["parent_rows"], table=parent.table)
-        return {row["id"]: row for row in self._rows(query, {"ids": array_literal(ids)})}
+        rows = {row["id"]: row for row in self._rows(query, {"ids": array_literal(ids)})}
+        if rows and "project_id" in next(iter(rows.values())):
+            self._parent_projects.setdefault(parent.table, {}).update(
+                (i, (row["project_id"], row["tenant_id"])) for i, row in rows.items()
+            )
+        return rows
 
     def linked_projects(self, parent: Entity, ids: set[str]) -> dict[str, tuple[str, str]]:
-        query = with_identifiers(queries("replica")["rows_by_id"], table=parent.table)
-        rows = self._rows(query, {"ids": array_literal(sorted(ids))})
-        return {row["id"]: (row["project_id"], row["tenant_id"]) for row in rows}
+        """PIN id -> (project, tenant) of the rows of `parent` with these ids: those the batch read
+        as parents already, the others read now."""
+        known = self._parent_projects.get(parent.table, {})
+        found = {i: known[i] for i in ids if i in known}
+        missing = ids - found.keys()
+        if missing:
+            query = with_identifiers(queries("replica")["rows_by_id"], table=parent.table)
+            rows = self._rows(query, {"ids": array_literal(sorted(missing))})
+            found.update((row["id"], (row["project_id"], row["tenant_id"])) for row in rows)
+        return found
 
     def live_number_holders(self, keys: list[NumberKey]) -> dict[NumberKey, str | None]:
         with Cursor(self.conn) as cur:

@@ -9,7 +9,8 @@ it by cursor.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -41,16 +42,28 @@ def staged_items(text: str) -> list[Any]:
     return items
 
 
+# values that are neither a float nor hold one: not looked into
+_LEAVES = frozenset({str, int, bool, Decimal, type(None)})
+
+
 def _holds_float(value: Any) -> bool:
-    stack = [value]
+    stack: list[Any] = [value]
+    children: Iterable[Any]
     while stack:
         current = stack.pop()
         if type(current) is float:
             return True
         if isinstance(current, dict):
-            stack.extend(v for v in current.values() if type(v) is not str and type(v) is not int)
+            children = current.values()
         elif isinstance(current, list | tuple):
-            stack.extend(current)
+            children = current
+        else:
+            continue
+        kinds = set(map(type, children))  # one pass in C over a page's flat snapshots
+        if float in kinds:
+            return True
+        if not kinds <= _LEAVES:
+            stack.extend(child for child in children if type(child) not in _LEAVES)
     return False
 
 
