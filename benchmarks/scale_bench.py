@@ -166,8 +166,10 @@ def _relay(url: str, bootstrap: str, broker_pid: int | None, raw_rows: int) -> d
     with engine.connect() as conn:
         pending = conn.execute(text(PENDING_SQL)).scalar_one()
     raw = raw_producer(url, bootstrap, broker_pid, limit=raw_rows)
-    with CpuMeter(url, broker_pid) as meter, OutboxRelay(engine, bootstrap) as relay:
-        result = relay.relay_pending(until_empty=True, max_seconds=6 * 3600)
+    with OutboxRelay(engine, bootstrap) as relay:
+        relay.prepare()  # topics ensured and the producer connected before the clock, as the raw one's
+        with CpuMeter(url, broker_pid) as meter:
+            result = relay.relay_pending(until_empty=True, max_seconds=6 * 3600)
     with engine.connect() as conn:
         left = conn.execute(text(PENDING_SQL)).scalar_one()
     if left or not result.complete:
