@@ -275,11 +275,7 @@ class OutboxRelay(AbstractContextManager["OutboxRelay"]):
                     next_rows = None if call.over() else db.submit(fetch_traced, rows[-1][ID])
                     batch = built.result()
                     failed_ids, error = self._producer.send(batch)
-                    if failed_ids:
-                        held = held_back([(row[ID], row[KEY]) for row in rows], failed_ids)
-                        to_mark = [row[ID] for row in rows if row[ID] not in held]
-                    else:
-                        held, to_mark = set(), list(map(itemgetter(ID), rows))
+                    held, to_mark = _acknowledged(rows, failed_ids)
                     if to_mark:
                         mark = marker.submit(tracing.bind(self._mark_on), mark_conn, rows, to_mark, result)
                         # marked batches let go of their rows: a pass holds a few batches, not its backlog
@@ -343,6 +339,14 @@ class OutboxRelay(AbstractContextManager["OutboxRelay"]):
             OUTBOX_PUBLISHED.labels(topic).inc(n)
         result.published += len(to_mark)
         self.published_total += len(to_mark)
+
+
+def _acknowledged(rows: Sequence[Any], failed_ids: set[int]) -> tuple[set[int], list[int]]:
+    """(the rows held back: failed, or behind a failed row of their key; the ids to mark)."""
+    if not failed_ids:
+        return set(), list(map(itemgetter(ID), rows))
+    held = held_back([(row[ID], row[KEY]) for row in rows], failed_ids)
+    return held, [row[ID] for row in rows if row[ID] not in held]
 
 
 class _MarkConnection:
