@@ -304,7 +304,9 @@ class ImportSession:
         return Retrier(self.options.page_retry_seconds, fields=self.log_fields)("end the run", write)
 
     def finish(self, status: RunStatus, error: str | None = None) -> TalentInitialImportResult:
-        """Run row -> Completed / Failed / Cancelled with its stage counters summed from the pages."""
+        """Run row -> Completed / Failed / Cancelled with its stage counters summed from the pages;
+        first the planner statistics of the tables the run filled, before its requests are due."""
+        self._analyze()
         row = self._write_end(status, error, if_running=False)
         assert row is not None
         self.run = row
@@ -335,6 +337,32 @@ class ImportSession:
             **({"Error": repr(error)} if error else {}),
         )
         return result
+
+    def _analyze(self) -> None:
+        """The planner statistics of the tables the run filled (not a dry run's: it writes none of
+        them). Best effort: a failure is one warning line, autovacuum takes them later."""
+        if self.run_row["dry_run"]:
+            return
+        started = time.monotonic()
+        try:
+            with self.engine.begin() as conn:
+                runs.analyze_filled_tables(conn)
+        except Exception as error:  # noqa: BLE001 - statistics are an optimisation; the run ends as it is
+            log_event(
+                log,
+                logging.WARNING,
+                "import-analyze-failed",
+                **self.log_fields(),
+                Error=repr(error_line(error)),
+            )
+            return
+        log_event(
+            log,
+            logging.INFO,
+            "import-analyzed",
+            **self.log_fields(),
+            Seconds=f"{time.monotonic() - started:.2f}",
+        )
 
     def _hand_over(self) -> None:
         """TopicReplay: the consumer group goes on where a complete, unscoped replay ended."""

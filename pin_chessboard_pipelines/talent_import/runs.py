@@ -163,6 +163,17 @@ def _resume(conn: Connection, run: Row, dagster_run_id: str | None) -> Row:
     )
 
 
+ANALYZE_LOCK_TIMEOUT = "5s"  # the longest wait of the statistics for a VACUUM or another ANALYZE
+
+
+def analyze_filled_tables(conn: Connection) -> None:
+    """The planner statistics of the replica tables, the recalc queue and the outbox, in the
+    caller's transaction: a bulk load leaves them as before it, and the recalc's plans on the
+    loaded tables then scan a whole index per project (docs/talent-initial-import.md#planner-statistics)."""
+    conn.execute(statement("analyze_lock_timeout"), {"timeout": ANALYZE_LOCK_TIMEOUT})
+    conn.execute(statement("analyze_filled_tables"))
+
+
 def finish_run(conn: Connection, run_id: uuid.UUID, status: RunStatus, error: str | None = None) -> Row:
     conn.execute(statement("sum_stage_counters"), {"run_id": run_id})
     conn.execute(statement("delete_staged_pages"), {"run_id": run_id})

@@ -15,6 +15,7 @@ from pin_chessboard_pipelines.talent_import.runner import ImportSession
 from pin_chessboard_pipelines.talent_import.sources import ApiPullSource
 from tests.support.import_probe import CLIENT, FAST
 from tests.support.metrics import sample_value
+from tests.support.polling import wait_until
 
 # every event written meets its schema (tests/support/contracts.py)
 pytestmark = pytest.mark.usefixtures("outbox_contract")
@@ -165,6 +166,40 @@ def test_poison_items_are_quarantined_and_the_run_completes(db_url, engine, tale
     # seen again in a later run: quarantined again, counted failed (not skipped)
     again = _import(db_url, sim)
     assert again.stages["PropertyObjects"].failed == poison and again.stages["PropertyObjects"].applied == 0
+
+
+def _analyzed(engine) -> dict[str, tuple[int, float]]:
+    """(manual ANALYZE count, planner's row estimate) of the tables an import fills."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT s.relname, s.analyze_count, c.reltuples FROM pg_stat_user_tables AS s"
+                " JOIN pg_class AS c ON c.oid = s.relid"
+                " WHERE s.schemaname = 'chessboard' AND s.relname = ANY(:tables)"
+            ),
+            {"tables": list(FILLED)},
+        ).all()
+    return {name: (int(count), float(tuples)) for name, count, tuples in rows}
+
+
+FILLED = (*REPLICA, "project_recalc_requests", "outbox_messages")
+
+
+def test_a_run_leaves_planner_statistics_of_the_tables_it_filled(db_url, engine, talent_sim):
+    # a bulk load leaves the planner's estimates as before it: the recalc's plans scanned a whole index
+    sim = talent_sim(SPEC)
+    before = _analyzed(engine)
+    result = _import(db_url, sim)
+    assert result.status == "Completed"
+
+    def analyzed():
+        now = _analyzed(engine)
+        return now if all(now[t][0] > before.get(t, (0, 0.0))[0] for t in FILLED) else None
+
+    after = wait_until(analyzed, timeout=10, what="an ANALYZE of every table the import filled")
+    # the estimates are the rows the run left (each table is small enough to be read whole)
+    for table in FILLED:
+        assert after[table][1] == _count(engine, table), table
 
 
 def test_a_dry_run_writes_nothing_and_counts_what_a_real_run_would_do(db_url, engine, talent_sim):

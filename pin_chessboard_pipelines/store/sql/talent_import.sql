@@ -138,6 +138,20 @@ ON CONFLICT (run_id, stage) DO UPDATE SET state = excluded.state
 -- name: dry_run_states
 SELECT stage, state FROM chessboard.talent_import_dry_run_states WHERE run_id = :run_id
 
+-- name: analyze_filled_tables
+-- The planner statistics of the tables an import fills, taken before its recalc requests are due:
+-- a bulk load leaves them as they were before it (never analyzed: a few pages), and the recalc's
+-- plans on them then scan a whole index per project (docs/talent-initial-import.md#planner-statistics).
+-- The lock ANALYZE takes conflicts with no write, only with a VACUUM or another ANALYZE
+-- (analyze_lock_timeout bounds that wait).
+ANALYZE chessboard.developers, chessboard.projects, chessboard.buildings, chessboard.layout_groups,
+        chessboard.layouts, chessboard.property_objects, chessboard.project_recalc_requests,
+        chessboard.outbox_messages
+
+-- name: analyze_lock_timeout
+-- The longest wait of analyze_filled_tables for its locks, in its transaction (:timeout, e.g. '5s').
+SELECT set_config('lock_timeout', :timeout, true)
+
 -- name: finish_run
 UPDATE chessboard.talent_import_runs
 SET status = :status, finished_at = now(), error = :error
