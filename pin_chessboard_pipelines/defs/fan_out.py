@@ -23,9 +23,12 @@ import dagster as dg
 from pin_chessboard_pipelines.settings import load_dagster_executor
 
 
-def worker_out(description: str) -> dg.DynamicOut:
-    """The first step's output: one dynamic output per worker, no value (no IO manager)."""
-    return dg.DynamicOut(dg.Nothing, description=description)
+def worker_out(description: str, *, may_start_none: bool = False) -> dg.DynamicOut:
+    """The first step's output: one dynamic output per worker, no value (no IO manager).
+    `may_start_none`: the step may start no worker at all (the recalc's one-drain run); the output
+    is then not required, so Dagster neither emits an implicit one (a log line of its own, "Emitting
+    implicit Nothing ...", on every such run's console) nor plans a mapped step."""
+    return dg.DynamicOut(dg.Nothing, description=description, is_required=not may_start_none)
 
 
 def start_workers(count: int, most: int, first: int = 0) -> Iterator[dg.DynamicOutput]:

@@ -184,6 +184,14 @@ class OutboxRelay(AbstractContextManager["OutboxRelay"]):
         )
         return call.stopper.sleep(wait)
 
+    @property
+    def longest_failed_attempt_seconds(self) -> float:
+        """The longest a failed attempt takes against a broker that does not answer (down or
+        frozen): the pause before it (at most the policy's cap) and a batch's send given up
+        (`BatchProducer.longest_send_seconds`). A relay notices a broker that stops answering
+        within about this, and counts each further failure within about as long again."""
+        return self.policy.cap + self._producer.longest_send_seconds
+
     def prepare(self) -> None:
         """What the first batch would do first: the topics ensured, the producer connected."""
         self._producer.prepare()

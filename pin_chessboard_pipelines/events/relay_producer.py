@@ -86,6 +86,25 @@ class BatchProducer:
         self._topics_ready = False
         self._failures: list[tuple[str | None, str]] = []  # (messageId, error) of the batch in flight
 
+    @property
+    def flush_seconds(self) -> float:
+        """How long a batch's flush waits for the broker: its messages' timeout, and 10 s more for
+        the reports of those that timed out."""
+        return self.message_timeout_ms / 1000 + 10
+
+    @property
+    def topics_seconds(self) -> float:
+        """The timeout of each request that ensures the topics (a listing, then a creation of the
+        missing ones): the messages' timeout, within 1..10 s."""
+        return min(10.0, max(1.0, self.message_timeout_ms / 1000))
+
+    @property
+    def longest_send_seconds(self) -> float:
+        """The longest one `send` takes against a broker that does not answer (down or frozen):
+        the topics ensured (two requests) and the flush given up. It then reports the batch
+        failed."""
+        return 2 * self.topics_seconds + self.flush_seconds
+
     def send(self, batch: Batch) -> tuple[set[int], str | None]:
         """Produces one batch and waits for the broker: (failed ids, error); every other row of the
         batch was acknowledged. In a span linked to the traces that wrote the rows (their messages
@@ -135,7 +154,7 @@ class BatchProducer:
                             break
                         except BufferError:
                             continue
-            left = producer.flush(self.message_timeout_ms / 1000 + 10)
+            left = producer.flush(self.flush_seconds)
             if left:
                 error = f"{left} messages not acknowledged in time"
         except (KafkaException, TimeoutError) as exc:
@@ -166,7 +185,7 @@ class BatchProducer:
 
     def _ready(self) -> Producer:
         if not self._topics_ready:
-            ensure_topics(self.bootstrap_servers, timeout=min(10.0, max(1.0, self.message_timeout_ms / 1000)))
+            ensure_topics(self.bootstrap_servers, timeout=self.topics_seconds)
             self._topics_ready = True
         if self._producer is None:
             self._producer = Producer(

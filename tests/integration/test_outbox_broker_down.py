@@ -32,6 +32,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 
 TOPIC = topic_of(PROPERTY_OBJECT_UPSERTED)
 KEYS, VERSIONS = 30, 60  # 1800 rows
+LOAD_MARGIN = 15.0  # seconds a loaded machine (load average 5 on 2 cores) may add to a wait
 
 
 @pytest.fixture
@@ -116,17 +117,43 @@ def test_frozen_broker_keeps_rows_pending_and_everything_arrives_after_it_resume
     bootstrap, broker = own_broker
     written = write_rows(engine)
     relay = relay_for(engine, bootstrap)
+    frozen = threading.Event()
+
+    def freeze_after_the_first_batches() -> bool:
+        """Asked by the relay before each batch: the broker freezes between two batches once 300
+        rows are published, so the rest of the rows meet it frozen. (Frozen from the test's thread
+        instead, it could come after the relay had published all the rows and returned: a busy
+        machine delays that thread longer than the relay takes for the remaining batches.)"""
+        if not frozen.is_set() and relay.published_total >= 300:
+            broker.freeze()
+            frozen.set()
+        return False
+
     outcome = {}
     worker = threading.Thread(
-        target=lambda: outcome.update(result=relay.relay_pending(until_empty=True, max_seconds=90))
+        target=lambda: outcome.update(
+            result=relay.relay_pending(
+                until_empty=True, max_seconds=90, should_stop=freeze_after_the_first_batches
+            )
+        )
     )
+    # each failed attempt against the frozen broker ends within the relay's own bound (its pause,
+    # the topics' requests, the flush: all from its timeouts), plus a margin for a busy machine
+    attempt = relay.longest_failed_attempt_seconds
     worker.start()
     try:
-        wait_until(lambda: len(published_ids(engine)) >= 300, what="the first batches")
-        broker.freeze()
-        wait_until(lambda: relay.failed_attempts_total >= 1, what="the relay to notice")
+        wait_until(frozen.is_set, what="the broker frozen after the first batches")
+        wait_until(
+            lambda: relay.failed_attempts_total >= 1,
+            timeout=attempt + LOAD_MARGIN,
+            what="the relay to notice",
+        )
         stuck = published_ids(engine)
-        wait_until(lambda: relay.failed_attempts_total >= 3, what="retries while frozen")
+        wait_until(
+            lambda: relay.failed_attempts_total >= 3,
+            timeout=2 * attempt + LOAD_MARGIN,
+            what="retries while frozen",
+        )
         assert published_ids(engine) == stuck  # nothing unacknowledged was marked
         assert len(stuck) < len(written)
     finally:

@@ -140,7 +140,7 @@ class DrainStartConfig(dg.Config):
 
 @dg.op(
     name=START_OP,
-    out=worker_out("One per drain step after drain_0"),
+    out=worker_out("One per drain step after drain_0", may_start_none=True),
     description="Starts the run's drain steps after drain_0 (which starts with the run): as many "
     "as its config or CHESSBOARD_RECALC_DRAINS says, less one; none for one drain.",
 )
