@@ -32,6 +32,7 @@ from pin_chessboard_pipelines.store.handbook_replica import HandbookCache, load_
 from pin_chessboard_pipelines.talent_import import page_queue, page_worker, runs, stage_runner
 from pin_chessboard_pipelines.talent_import.lock import ImportLock
 from pin_chessboard_pipelines.talent_import.model import ApplyFn, ImportOptions, StageReport
+from pin_chessboard_pipelines.talent_import.planner_statistics import refresh_statistics
 from pin_chessboard_pipelines.talent_import.request import RunStatus, TalentInitialImportRequest
 from pin_chessboard_pipelines.talent_import.result import TalentInitialImportResult
 from pin_chessboard_pipelines.talent_import.sources import ImportSource
@@ -339,30 +340,9 @@ class ImportSession:
         return result
 
     def _analyze(self) -> None:
-        """The planner statistics of the tables the run filled (not a dry run's: it writes none of
-        them). Best effort: a failure is one warning line, autovacuum takes them later."""
-        if self.run_row["dry_run"]:
-            return
-        started = time.monotonic()
-        try:
-            with self.engine.begin() as conn:
-                runs.analyze_filled_tables(conn)
-        except Exception as error:  # noqa: BLE001 - statistics are an optimisation; the run ends as it is
-            log_event(
-                log,
-                logging.WARNING,
-                "import-analyze-failed",
-                **self.log_fields(),
-                Error=repr(error_line(error)),
-            )
-            return
-        log_event(
-            log,
-            logging.INFO,
-            "import-analyzed",
-            **self.log_fields(),
-            Seconds=f"{time.monotonic() - started:.2f}",
-        )
+        """The planner statistics of the tables the run filled (not a dry run's: it writes none)."""
+        if not self.run_row["dry_run"]:
+            refresh_statistics(self.engine, self.log_fields())
 
     def _hand_over(self) -> None:
         """TopicReplay: the consumer group goes on where a complete, unscoped replay ended."""
