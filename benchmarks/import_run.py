@@ -169,6 +169,9 @@ class CountingSource(ApiPullSource):
         return super().fetch_page(*args, **kwargs)
 
 
+PING_KIND = "SELECT 1 (the pool's ping)"
+
+
 def statement_kind(sql: str) -> str:
     """A statement's verb and the first chessboard table it names: what its time is filed under."""
     words = " ".join(sql.split())
@@ -176,7 +179,7 @@ def statement_kind(sql: str) -> str:
     table = re.search(r"chessboard\.\"?(\w+)", words)
     if table:
         return f"{verb} {table.group(1)}"
-    return "SELECT 1 (the pool's ping)" if words == "SELECT 1" else words[:40]
+    return PING_KIND if words.upper() == "SELECT 1" else words[:40]
 
 
 def count_statements(engine) -> tuple[list[int], dict[str, float]]:  # type: ignore[no-untyped-def]

@@ -329,6 +329,9 @@ def _statements_line(f: dict) -> str:
     statements = sum(w["statements"] for w in f["stage_stats"])
     top = sorted(seconds.items(), key=lambda kv: -kv[1])[:8]
     shown = ", ".join(f"{kind} {spent / f['objects'] * 1e6:.0f}" for kind, spent in top)
+    if import_run.PING_KIND not in dict(top):  # the pool's pings, however small (store/engine.py)
+        shown += f"; {import_run.PING_KIND} {seconds.get(import_run.PING_KIND, 0.0) / f['objects'] * 1e6:.1f}"
+    shown += f"; all {sum(seconds.values()) / f['objects'] * 1e6:.0f}"
     return (
         f"  the workers' wait on the server per object ({statements / max(1, f['pages']):.1f} statements a "
         f"page), µs: {shown}"

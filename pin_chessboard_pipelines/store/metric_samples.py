@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from pin_chessboard_pipelines.observability.samples import LIVE_SECONDS, Key
-from pin_chessboard_pipelines.store.engine import get_engine, sqlalchemy_url
+from pin_chessboard_pipelines.store.engine import get_engine, ping_when_idle, sqlalchemy_url
 from pin_chessboard_pipelines.store.queries import queries
 
 
@@ -27,8 +27,8 @@ class StoreSink:
 
     def _connect(self) -> Engine:
         if self._engine is None or self._pid != os.getpid():  # a forked child opens its own
-            self._engine = sa.create_engine(
-                sqlalchemy_url(self.url), pool_size=1, max_overflow=1, pool_pre_ping=True
+            self._engine = ping_when_idle(
+                sa.create_engine(sqlalchemy_url(self.url), pool_size=1, max_overflow=1)
             )
             self._pid = os.getpid()
         return self._engine
