@@ -152,13 +152,16 @@ _QUOTE, _COMMA, _COLON, _SPACE = b'"', b",", b":", b" "
 
 def _compact_plain(joined: str) -> list[bytes]:
     # bytes, not characters: a UTF-8 multi-byte sequence holds no byte below 0x80, so no quote,
-    # comma, colon or space; numpy's passes leave the interpreter's lock to the relay's other threads
+    # comma, colon or space; numpy's passes leave the interpreter's lock to the relay's other threads.
+    # A space after `,` or `:` lies outside strings when an even number of quotes comes before it:
+    # one binary search per such space into the quotes' positions, no running pass over every byte.
     data = np.frombuffer(joined.encode(), dtype=np.uint8)
-    in_string = np.bitwise_xor.accumulate((data == _QUOTE[0]).view(np.uint8))
-    after_separator = (data[:-1] == _COMMA[0]) | (data[:-1] == _COLON[0])
-    keep = np.ones(len(data), dtype=bool)
-    keep[1:] = ~((data[1:] == _SPACE[0]) & after_separator & (in_string[1:] == 0))
-    return data[keep].tobytes().split(b"\n")
+    spaces = np.flatnonzero(data[1:] == _SPACE[0]) + 1
+    before = data[spaces - 1]
+    spaces = spaces[(before == _COMMA[0]) | (before == _COLON[0])]
+    quotes = np.flatnonzero(data == _QUOTE[0])
+    spaces = spaces[(np.searchsorted(quotes, spaces) & 1) == 0]
+    return np.delete(data, spaces).tobytes().split(b"\n")
 
 
 def held_back(rows: list[tuple[int, str]], failed_ids: set[int]) -> set[int]:
