@@ -5,6 +5,9 @@ connection (docs/store.md#connections)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 import sqlalchemy as sa
 
@@ -14,11 +17,16 @@ from tests.support.polling import wait_until
 PID = sa.text("SELECT pg_backend_pid()")
 
 
-def _engine(url: str, idle_seconds: float) -> sa.Engine:
-    return ping_when_idle(
+@contextmanager
+def _engine(url: str, idle_seconds: float) -> Iterator[sa.Engine]:
+    engine = ping_when_idle(
         sa.create_engine(sqlalchemy_url(url), pool_size=1, max_overflow=0, pool_use_lifo=True),
         idle_seconds,
     )
+    try:
+        yield engine
+    finally:
+        engine.dispose()
 
 
 def _backend_pid(engine: sa.Engine) -> int:
@@ -44,18 +52,14 @@ def _terminate(url: str, pid: int) -> None:
 
 
 def test_a_connection_idle_past_the_threshold_is_pinged_and_replaced(db_url: str) -> None:
-    engine = _engine(db_url, idle_seconds=0.0)
-    try:
+    with _engine(db_url, idle_seconds=0.0) as engine:
         first = _backend_pid(engine)
         _terminate(db_url, first)
         assert _backend_pid(engine) != first  # no error: the ping found it dead
-    finally:
-        engine.dispose()
 
 
 def test_a_connection_used_just_now_goes_out_unpinged_and_its_pool_recovers(db_url: str) -> None:
-    engine = _engine(db_url, idle_seconds=3600.0)
-    try:
+    with _engine(db_url, idle_seconds=3600.0) as engine:
         first = _backend_pid(engine)
         assert _backend_pid(engine) == first  # the same connection, handed out again
         _terminate(db_url, first)
@@ -63,5 +67,3 @@ def test_a_connection_used_just_now_goes_out_unpinged_and_its_pool_recovers(db_u
             _backend_pid(engine)
         assert lost.value.connection_invalidated
         assert _backend_pid(engine) != first
-    finally:
-        engine.dispose()
